@@ -1,0 +1,268 @@
+"""Tool-method environments: what ``GRPOTrainer(environment_factory=...)`` trains through.
+
+TRL 1.16 builds one instance per rollout with no arguments, calls ``reset(**row)`` with every
+dataset column before each batch (instances are pooled and reused), and exposes every public
+function of the class other than ``reset``/``get_reward`` as a tool whose JSON schema
+transformers builds from the type hints and the Google-style ``Args:`` docstring. So:
+
+* ``reset`` is a pure function of the row: the task comes from columns (``secret``, ``seed``,
+  ``puzzle``, ``ball_col``, ...), never from the env's own randomness, because the G rollouts of
+  a group must see the same board (in vLLM server mode they are all prompted from the first).
+* The only public methods are the tools. State for reward functions is exposed as properties
+  (``done``, ``won``, ``reward``, ``invalid_calls``, ``game``, ...), which TRL does not turn into
+  tools.
+* A tool returns only the text the move adds. Bad input raises ``ValueError`` with a message
+  that tells the model what to do next: TRL shows it to the model as ``{'error': '...'}`` and
+  counts it in ``tools/failure_frequency``. A move the game itself rejects also counts under the
+  game's rules (the reference's one-warning rule: a second invalid move in a row ends the game).
+
+Variants are subclasses: ``class LongWordleEnv(WordleEnv): options = {"word_length": 7}``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kit.games import Game, Step, make
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call as the env saw it: what was asked, and what came back (or the error)."""
+
+    tool: str
+    arguments: dict[str, Any]
+    result: str | None
+    error: str | None
+
+
+class _GameEnv:
+    game_name: ClassVar[str]
+    task_keys: ClassVar[tuple[str, ...]]
+    options: ClassVar[dict[str, Any]] = {}
+    task_required: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._game: Game = self._new_game()
+        self._calls: list[ToolCall] = []
+        self._observation = ""
+
+    def reset(self, **row: Any) -> str:
+        """Start the task named by the row's task columns; other columns (``prompt``, ...) are ignored."""
+        task = {key: row[key] for key in self.task_keys if key in row and row[key] is not None}
+        if self.task_required and not task:
+            raise ValueError(
+                f"{type(self).__name__}.reset needs one of the columns {list(self.task_keys)} "
+                f"in the dataset row; got columns {sorted(row)}"
+            )
+        game = self._new_game()  # a fresh engine: a bad row leaves the old one intact
+        observation = game.reset(**task)
+        self._game, self._calls, self._observation = game, [], observation
+        return observation
+
+    def _new_game(self) -> Game:
+        """A fresh engine for the next episode; ``kit.remote`` returns one played on a server."""
+        return make(self.game_name, **self.options)
+
+    # -- state for reward functions and visualisers (properties: TRL does not expose them as tools)
+    @property
+    def game(self) -> Game:
+        """The engine underneath, for game-specific state (``guesses``, ``board``, ...)."""
+        return self._game
+
+    @property
+    def done(self) -> bool:
+        return self._game.done
+
+    @property
+    def won(self) -> bool:
+        return self._game.won
+
+    @property
+    def reward(self) -> float:
+        """The reference's reward for the episode so far (final once ``done``)."""
+        return self._game.reward
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        """Every tool call of this episode, failed ones included."""
+        return list(self._calls)
+
+    @property
+    def invalid_calls(self) -> int:
+        """Tool calls that raised: what TRL counts in ``tools/failure_frequency`` for this env."""
+        return sum(call.error is not None for call in self._calls)
+
+    @property
+    def transcript(self) -> str:
+        """The whole observation text so far: the reset text plus every move's text."""
+        return self._observation
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "playing"
+        return f"{type(self).__name__}({state}, calls={len(self._calls)}, reward={self.reward:g})"
+
+    # -- the one path every tool takes
+    def _play(
+        self, tool: str, arguments: dict[str, Any], action: str | None, problem: str | None
+    ) -> str:
+        """Apply ``action`` (built from ``arguments``), or refuse with ``problem``; record either way."""
+        if self._game.done:
+            problem = (
+                "The game is over; no more moves are accepted. Stop calling tools and give your "
+                "final answer."
+            )
+        step: Step | None = None
+        if problem is None:
+            step = self._game.step(action)
+            self._observation += step.observation
+            if not step.info.get("valid", True):
+                problem = self._explain(step)
+        self._calls.append(
+            ToolCall(tool, dict(arguments), None if problem else step.observation, problem)
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        return step.observation
+
+    @staticmethod
+    def _explain(step: Step) -> str:
+        # The reference's text for a game-ending invalid move omits the reason: put it back.
+        problem = step.observation.strip()
+        reason = step.info.get("reason")
+        if reason and reason not in problem:
+            problem = f"{problem}\n{reason}".strip()
+        if step.done:
+            problem += "\nThe game is over; no more moves are accepted."
+        return problem
+
+
+def _as_int(name: str, value: Any) -> tuple[int | None, str | None]:
+    """Models send numbers as ints, floats or strings; accept exact integers of any spelling."""
+    if isinstance(value, bool):
+        return None, f"{name} must be a whole number like 3, not {value!r}."
+    if isinstance(value, int):
+        return value, None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value), None
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 20:
+        return int(value.strip()), None
+    return None, f"{name} must be a whole number like 3, not {str(value)[:40]!r}."
+
+
+def _as_text(name: str, value: Any) -> str | None:
+    if isinstance(value, str):
+        return None
+    return f"{name} must be a string, not {type(value).__name__}."
+
+
+class WordleEnv(_GameEnv):
+    """Wordle (TextArena ``Wordle-v0``): guess the secret five-letter word in six tries.
+
+    Task columns: ``secret`` (a word) or ``seed`` (picks a secret). Reward: 1 for a win, else
+    partial credit of the last guess as TextArena pays it (see ``kit.games.wordle``).
+    """
+
+    game_name = "wordle"
+    task_keys = ("secret", "seed")
+
+    def guess(self, word: str) -> str:
+        """Guess the secret word. The reply scores each letter: G = right letter, right place;
+        Y = in the word, elsewhere; X = not in the word.
+
+        Args:
+            word: A five-letter English word, for example "crane".
+        """
+        problem = _as_text("word", word)
+        # TextArena reads a guess as `[word]`; a model that already wrote the brackets is forgiven.
+        action = None if problem else f"[{word.strip().strip('[]')}]"
+        return self._play("guess", {"word": word}, action, problem)
+
+
+class CatchEnv(_GameEnv):
+    """Catch (OpenSpiel ``catch``): a ball falls one row per move; end under it with the paddle.
+
+    Task columns: ``ball_col`` or ``seed``. Reward: +1 caught, -1 missed, at the ninth move.
+    """
+
+    game_name = "catch"
+    task_keys = ("ball_col", "seed")
+
+    def move(self, direction: str) -> str:
+        """Move the paddle one column; the ball falls one row.
+
+        Args:
+            direction: Which way to move the paddle. (choices: ["LEFT", "RIGHT"])
+        """
+        problem = _as_text("direction", direction)
+        if problem is None and direction.strip().upper() not in ("LEFT", "RIGHT"):
+            problem = (
+                f"direction must be LEFT or RIGHT, not {direction[:40]!r}; call stay() to keep "
+                "the paddle where it is."
+            )
+        action = None if problem else direction.strip().upper()
+        return self._play("move", {"direction": direction}, action, problem)
+
+    def stay(self) -> str:
+        """Keep the paddle where it is; the ball falls one row."""
+        return self._play("stay", {}, "STAY", None)
+
+
+class SudokuEnv(_GameEnv):
+    """Sudoku (TextArena ``Sudoku-v0``): fill the 9x9 grid so every row, column and box holds 1-9.
+
+    Task columns: ``puzzle`` (81 characters, ``.`` for empty) or ``seed`` with ``difficulty``.
+    Reward: 1 when solved; if two invalid moves in a row end the game, the fraction of the
+    originally empty cells filled correctly.
+    """
+
+    game_name = "sudoku"
+    task_keys = ("puzzle", "seed", "difficulty")
+
+    def place(self, row: int, col: int, number: int) -> str:
+        """Write a number into an empty cell.
+
+        Args:
+            row: Row of the cell, 1 (top) to 9 (bottom).
+            col: Column of the cell, 1 (left) to 9 (right).
+            number: The digit to place, 1 to 9.
+        """
+        arguments = {"row": row, "col": col, "number": number}
+        values, problem = [], None
+        for name, value in arguments.items():
+            number_value, problem = _as_int(name, value)
+            if problem:
+                break
+            values.append(number_value)
+        action = None if problem else "[{} {} {}]".format(*values)
+        return self._play("place", arguments, action, problem)
+
+
+class EchoEnv(_GameEnv):
+    """Echo (OpenEnv's echo env, TRL's first example): every message comes back.
+
+    No task columns. Reward of a message: ``len(message) * 0.1``. Never done.
+    """
+
+    game_name = "echo"
+    task_keys = ()
+    task_required = False
+
+    def echo(self, message: str) -> str:
+        """Send a message; the environment echoes it back.
+
+        Args:
+            message: The text to send.
+        """
+        problem = _as_text("message", message)
+        return self._play("echo", {"message": message}, None if problem else message, problem)
+
+
+ENVS: dict[str, type[_GameEnv]] = {
+    "wordle": WordleEnv,
+    "catch": CatchEnv,
+    "sudoku": SudokuEnv,
+    "echo": EchoEnv,
+}
