@@ -1,0 +1,674 @@
+"""The loss mask of a tool-calling episode, token for token as TRL's ``GRPOTrainer`` builds it.
+
+Why this module exists: in multi-turn GRPO the loss trains only on the tokens the model sampled
+(``tool_mask == 1``); everything the chat template and the environment insert between two
+sampled turns is context (``tool_mask == 0``). Where that boundary falls is decided by a few
+lines deep inside TRL 1.16 (``_tokenize_prompts``, ``_get_tool_suffix_ids``,
+``_tool_call_loop``), and getting it wrong by one token (the ``\\n`` after ``<|im_end|>``, a
+re-tokenised turn) silently trains the model on text it never wrote. This module reproduces that
+construction outside the trainer, so a notebook can show, and a test can prove, exactly what the
+loss saw:
+
+* :func:`build` turns a finished conversation into ``prompt_ids``, ``completion_ids`` and
+  ``tool_mask`` (TRL's names and meanings), as a :class:`kit.trajectory.Trajectory` whose
+  ``spans(tokenizer)`` give the text, ids, source and turn of every run of tokens.
+* :class:`Capture` records what a running ``GRPOTrainer`` actually trained on, batch by batch,
+  as trajectories: the ids and masks it built, its rewards and advantages, the envs' states.
+  It wraps three methods of one trainer instance; TRL itself is not modified.
+* :func:`chat_template`, :func:`env_tools`, :func:`prompt_ids` and :func:`tool_suffix_ids` are
+  TRL's own steps, shared with ``kit.rollout``; :func:`assistant_ids` is the one step TRL never
+  takes (re-encoding a finished turn); :func:`tool_calls` pairs calls with their replies.
+
+``tests/test_masks.py`` runs the real trainer through every env and checks both against it,
+token for token.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.trajectory import Trajectory
+
+Message = dict[str, Any]
+Tools = Sequence[Callable[..., Any] | dict[str, Any]]
+
+
+# -- TRL's steps, one function each --------------------------------------------------------------
+
+
+def chat_template(tokenizer: Any, uses_tools: bool = True) -> str | None:
+    """The template TRL renders with: ``None`` (the tokenizer's own) or TRL's training variant.
+
+    ``GRPOTrainer`` swaps in its ``*_training.jinja`` template when tools are in play and the
+    tokenizer's template is not prefix-preserving (Qwen3's drops earlier think blocks); it raises
+    ``ValueError`` for such a template it has no training variant of, and so does this.
+    """
+    from trl.chat_template_utils import (
+        get_training_chat_template,
+        is_chat_template_prefix_preserving,
+    )
+
+    if tokenizer.chat_template is None:
+        raise ValueError(f"tokenizer {_tokenizer_name(tokenizer)} has no chat template")
+    if not uses_tools or is_chat_template_prefix_preserving(tokenizer):
+        return None
+    try:
+        return get_training_chat_template(tokenizer)
+    except ValueError as error:
+        raise ValueError(
+            f"{_template_name(tokenizer, None)} is not prefix-preserving (a tool result changes "
+            "how the assistant turn before it renders) and TRL has no training variant of it, so "
+            "no token boundary between model and environment exists"
+        ) from error
+
+
+def env_tools(env: Any) -> list[Callable[..., Any]]:
+    """The tools TRL exposes for an env instance, in TRL's order (alphabetical, bound methods).
+
+    Every public function on the class except ``reset`` and ``get_reward``; properties and
+    private helpers are not tools.
+    """
+    if isinstance(env, type):
+        raise ValueError(f"env_tools needs an instance of {env.__name__}, not the class")
+    return [
+        getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
+
+
+def prompt_ids(
+    tokenizer: Any,
+    prompt: list[Message],
+    tools: Tools | None = None,
+    template: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> list[int]:
+    """TRL's ``_tokenize_prompts`` for one env prompt: the template with the generation prompt."""
+    rendered = tokenizer.apply_chat_template(
+        conversation=[prompt],
+        tools=list(tools) or None,  # `or None` as TRL: Llama renders tool boilerplate for tools=[]
+        chat_template=template,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        **(chat_template_kwargs or {}),
+    )
+    return list(rendered["input_ids"][0])
+
+
+def tool_suffix_ids(
+    tokenizer: Any,
+    tool_messages: list[Message],
+    template: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> list[int]:
+    """TRL's ``_get_tool_suffix_ids``: the ids between the model's EOS and its next sampled token.
+
+    A dummy conversation is rendered with and without the tool messages (and the generation
+    prompt); the difference, taken after the dummy's *last EOS*, is the suffix. So the model's
+    own EOS stays a sampled token while Qwen's ``\\n`` after it belongs to the environment.
+    """
+    if not tool_messages:
+        raise ValueError("tool_suffix_ids needs at least one tool message")
+    kwargs = chat_template_kwargs or {}
+    dummy_call = {
+        "type": "function",
+        "function": {"name": tool_messages[0]["name"], "arguments": {}},
+    }
+    dummy = [
+        {"role": "user", "content": "dummy"},
+        {"role": "assistant", "content": "", "tool_calls": [dummy_call]},
+    ]
+    prefix = tokenizer.apply_chat_template(
+        dummy,
+        add_generation_prompt=False,
+        tokenize=True,
+        chat_template=template,
+        return_dict=False,
+        **kwargs,
+    )
+    full = tokenizer.apply_chat_template(
+        dummy + tool_messages,
+        add_generation_prompt=True,
+        tokenize=True,
+        chat_template=template,
+        return_dict=False,
+        **kwargs,
+    )
+    eos_positions = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
+    if eos_positions:
+        prefix = prefix[: eos_positions[-1] + 1]
+    if list(full[: len(prefix)]) != list(prefix):
+        raise ValueError(
+            f"{_template_name(tokenizer, template)} renders a tool result after a different prefix "
+            "than the assistant turn before it (TRL: 'the EOS-trimmed prefix IDs are not a prefix "
+            "of the full IDs'); no token boundary between model and environment exists"
+        )
+    return list(full[len(prefix) :])
+
+
+def assistant_ids(
+    tokenizer: Any,
+    history: list[Message],
+    message: Message,
+    tools: Tools | None = None,
+    template: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> list[int]:
+    """The ids a model emits for assistant ``message`` after ``history``: up to its EOS.
+
+    This is the one step TRL never takes: the trainer keeps the tokens the model sampled, and
+    never re-tokenises them. A finished conversation no longer has them, so the turn is
+    rendered by the chat template (the text between the generation prompt and the turn's last
+    EOS, reasoning block included) and encoded on its own, as a model emits it. The ids are
+    TRL's whenever the model wrote the template's own rendering of its message, which is what a
+    model trained on that template does; text the parser normalises (``"7"`` for an integer
+    argument, ``\\u00e9`` escapes, spacing inside the JSON) comes back in its canonical form.
+    """
+    kwargs = chat_template_kwargs or {}
+    tool_list = list(tools or []) or None
+    before = tokenizer.apply_chat_template(
+        history,
+        tools=tool_list,
+        chat_template=template,
+        add_generation_prompt=True,
+        tokenize=False,
+        **kwargs,
+    )
+    after = tokenizer.apply_chat_template(
+        [*history, message],
+        tools=tool_list,
+        chat_template=template,
+        add_generation_prompt=False,
+        tokenize=False,
+        **kwargs,
+    )
+    if not after.startswith(before):
+        raise ValueError(
+            f"{_template_name(tokenizer, template)} renders an assistant turn after a different "
+            "prefix than its own generation prompt, so the boundary between prompt and "
+            f"completion is not consistent: the generation prompt ends {before[-40:]!r}, the "
+            f"rendered turn reads {after[len(before) - 40 : len(before) + 40]!r}"
+        )
+    text = after[len(before) :]
+    eos = tokenizer.eos_token
+    if eos and eos in text:
+        text = text[: text.rindex(eos) + len(eos)]
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+# -- building a finished conversation -------------------------------------------------------------
+
+
+def build(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: Tools | type | Any | str | None = None,
+    *,
+    max_completion_length: int | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> Trajectory:
+    """The ids and mask TRL's ``GRPOTrainer`` trains on for a finished tool-calling conversation.
+
+    ``messages``: the prompt (every message before the first assistant turn, the env's reset
+    text included), then assistant turns, each followed by the tool messages answering its
+    calls; the shape TRL's ``completions`` have. ``tools``: what the prompt was rendered with,
+    as TRL does per env: a list of functions or JSON schemas, an env class or instance, or a
+    name in ``kit.envs.ENVS``. ``max_completion_length`` applies TRL's length budget: a tool
+    block that would overflow it is dropped, a turn that overflows it is cut, and either ends
+    the episode (the returned ``messages`` are the ones kept).
+
+    The prompt and the tool blocks are built exactly as the trainer builds them (see
+    :func:`prompt_ids`, :func:`tool_suffix_ids`); assistant turns are re-encoded from their
+    messages (see :func:`assistant_ids`: identical to the trainer's when the model wrote the
+    template's rendering of its message). ``tool_mask`` is 1 for assistant tokens, 0 for tool
+    blocks. Raises ``ValueError`` for a conversation TRL cannot produce, or a template that
+    gives no consistent boundary.
+    """
+    messages = _checked_messages(messages)
+    if max_completion_length is not None and max_completion_length < 1:
+        raise ValueError(f"max_completion_length must be at least 1, got {max_completion_length}")
+    first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    tool_list = _tool_list(tools)
+    uses_tools = bool(tool_list) or any(m["role"] == "tool" for m in messages)
+    template = chat_template(tokenizer, uses_tools)
+    history = messages[:first]
+    ids_prompt = prompt_ids(tokenizer, history, tool_list, template, chat_template_kwargs)
+    completion: list[int] = []
+    mask: list[int] = []
+    dropped = False
+    i = first
+    while i < len(messages):
+        message = messages[i]
+        ids = assistant_ids(tokenizer, history, message, tool_list, template, chat_template_kwargs)
+        if max_completion_length is not None and len(completion) + len(ids) > max_completion_length:
+            # TRL cuts the turn at the budget, and the episode ends with it (a turn cut to
+            # nothing leaves no message)
+            ids = ids[: max_completion_length - len(completion)]
+            if ids:
+                history.append(message)
+                completion += ids
+                mask += [1] * len(ids)
+            break
+        history.append(message)
+        completion += ids
+        mask += [1] * len(ids)
+        i += 1
+        block_end = i
+        while block_end < len(messages) and messages[block_end]["role"] == "tool":
+            block_end += 1
+        block = messages[i:block_end]
+        if not block:
+            if i < len(messages):
+                raise ValueError(
+                    f"message {i} is a {messages[i]['role']!r} message after an assistant turn; "
+                    "TRL's episodes continue only with the tool results of that turn's calls"
+                )
+            break
+        if not message.get("tool_calls"):
+            raise ValueError(
+                f"message {i} is a tool result, but assistant message {i - 1} called no tool"
+            )
+        suffix = tool_suffix_ids(tokenizer, block, template, chat_template_kwargs)
+        if (
+            max_completion_length is not None
+            and len(completion) + len(suffix) > max_completion_length
+        ):
+            dropped = True  # TRL rolls the results back: the episode ends on the calling turn
+            break
+        history += block
+        completion += suffix
+        mask += [0] * len(suffix)
+        i = block_end
+    if not completion:
+        raise ValueError("the conversation has no completion tokens")
+    return Trajectory(
+        messages=history,
+        prompt_ids=ids_prompt,
+        completion_ids=completion,
+        tool_mask=mask,
+        completion_mask=[1] * len(completion),
+        tool_calls=tool_calls(history),
+        truncated=dropped or _cut(completion, _stop_ids(tokenizer)),
+    )
+
+
+def tool_calls(messages: list[Message]) -> list[dict[str, Any]]:
+    """Every tool call of a conversation with what the model was shown back, turn by turn.
+
+    Each entry: ``turn`` (1 for the first assistant turn), ``name``, ``arguments``, and either
+    ``result`` (the tool message's text) or ``error`` (the text of TRL's ``{'error': ...}``
+    reply). A call the model was never answered (the last turn when the tool-call cap or the
+    length budget ended the episode) has both ``None``.
+    """
+    calls: list[dict[str, Any]] = []
+    turn = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        turn += 1
+        replies = []
+        for reply in messages[index + 1 :]:
+            if reply["role"] != "tool":
+                break
+            replies.append(reply)
+        for k, call in enumerate(message.get("tool_calls") or []):
+            function = call.get("function", call)
+            result = error = None
+            if k < len(replies):
+                content = replies[k]["content"]
+                error = _error_text(content)
+                result = None if error is not None else content
+            calls.append(
+                {
+                    "turn": turn,
+                    "name": function.get("name"),
+                    "arguments": function.get("arguments"),
+                    "result": result,
+                    "error": error,
+                }
+            )
+    return calls
+
+
+# -- capturing a running trainer -----------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """One generation batch of a ``GRPOTrainer``: the step it was made at, and its episodes."""
+
+    step: int
+    mode: str  # "train" or "eval"
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+
+class Capture:
+    """Record what a ``GRPOTrainer`` trains on, one :class:`Batch` per generation batch.
+
+    ::
+
+        trainer = GRPOTrainer(..., environment_factory=WordleEnv)
+        capture = Capture(trainer)
+        trainer.train()
+        capture.trajectories[0].spans(tokenizer)
+
+    Each trajectory holds the trainer's own tensors, unpadded: ``prompt_ids`` (left padding
+    removed), ``completion_ids`` and ``completion_mask`` (right padding removed), ``tool_mask``
+    as built by the tool loop (with ``mask_truncated_completions`` the trainer also zeroes it
+    for a cut completion; here that shows in ``completion_mask`` only, so the loss mask is the
+    trainer's and the provenance stays true), plus the messages, each reward function's value (``rewards``), the weighted ``reward`` and
+    the ``advantage``; and, from the env instance, ``states`` (``states[k - 1]``: its
+    ``transcript`` after turn ``k``'s tool calls), ``done``, ``won`` and ``task`` (the row's
+    columns).
+
+    It wraps ``_generate_and_score_completions``, ``_generate`` and ``_calculate_rewards`` on
+    this trainer instance (TRL is not modified); :meth:`close` puts them back. ``keep`` bounds
+    memory on long runs: only the last ``keep`` batches are kept.
+    """
+
+    _HOOKED = ("_generate_and_score_completions", "_generate", "_calculate_rewards")
+
+    def __init__(self, trainer: Any, keep: int | None = None) -> None:
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep must be at least 1 (or None for every batch), got {keep}")
+        missing = [name for name in self._HOOKED if not callable(getattr(trainer, name, None))]
+        if missing:
+            raise ValueError(
+                f"{type(trainer).__name__} has no {missing}: Capture needs TRL 1.16's GRPOTrainer"
+            )
+        self.trainer = trainer
+        self.keep = keep
+        self.batches: list[Batch] = []
+        self._pending: dict[str, Any] = {}
+        self._originals = {name: getattr(trainer, name) for name in self._HOOKED}
+        # a capture already installed on this trainer is restored by close(), not removed
+        self._shadowed = {
+            name: trainer.__dict__[name] for name in self._HOOKED if name in trainer.__dict__
+        }
+        trainer._generate_and_score_completions = self._generate_and_score_completions
+        trainer._generate = self._generate
+        trainer._calculate_rewards = self._calculate_rewards
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        """Every captured episode, batch after batch."""
+        return [t for batch in self.batches for t in batch.trajectories]
+
+    def close(self) -> None:
+        """Stop capturing: the trainer's own methods are restored."""
+        for name in self._originals:
+            if name in self._shadowed:
+                self.trainer.__dict__[name] = self._shadowed[name]
+            else:
+                self.trainer.__dict__.pop(name, None)
+        self._originals = {}
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the hooks
+    def _generate(self, prompts: list[Any]) -> Any:
+        trainer = self.trainer
+        environments = getattr(trainer, "environments", None) or []
+        states = [_state(env) for env in environments]
+        logs: list[list[str | None]] = [[] for _ in prompts]
+        originals: list[dict[str, Any]] = []
+        if getattr(trainer, "tools", None):
+            originals = trainer._sync_tool_dicts
+            trainer._sync_tool_dicts = [
+                {name: _logged(tool, logs[i], environments, i) for name, tool in tools.items()}
+                for i, tools in enumerate(originals)
+            ]
+        try:
+            result = self._originals["_generate"](prompts)
+        finally:
+            if originals:
+                trainer._sync_tool_dicts = originals
+        prompt_ids_list, completion_ids_list, tool_masks, completions = result[:4]
+        self._pending = {
+            "tool_masks": tool_masks,
+            "prompts": copy.deepcopy(prompts),
+            "completions": copy.deepcopy(completions),
+            "prompt_lengths": [len(ids) for ids in prompt_ids_list],
+            "completion_lengths": [len(ids) for ids in completion_ids_list],
+            "states": states,
+            "logs": logs,
+            "known": [set(tools) for tools in originals],
+        }
+        return result
+
+    def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
+        rewards = self._originals["_calculate_rewards"](*args, **kwargs)
+        self._pending["rewards_per_func"] = rewards.detach().float().cpu()
+        return rewards
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        trainer = self.trainer
+        self._pending = {}
+        output = self._originals["_generate_and_score_completions"](inputs)
+        pending, self._pending = self._pending, {}
+        mode = "train" if trainer.model.training else "eval"
+        batch = Batch(step=trainer.state.global_step, mode=mode)
+        batch.trajectories = self._trajectories(inputs, output, pending)
+        self.batches.append(batch)
+        if self.keep is not None:
+            del self.batches[: -self.keep]
+        return output
+
+    def _trajectories(
+        self, inputs: list[dict[str, Any]], output: dict[str, Any], pending: dict[str, Any]
+    ) -> list[Trajectory]:
+        trainer = self.trainer
+        stop = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
+        environments = getattr(trainer, "environments", None) or [None] * len(inputs)
+        weights = trainer.reward_weights.float().cpu()
+        start = trainer.accelerator.process_index * len(inputs)
+        rewards_per_func = pending["rewards_per_func"][start : start + len(inputs)]
+        cap = trainer.max_tool_calling_iterations
+        trajectories = []
+        for i, row in enumerate(inputs):
+            n = pending["completion_lengths"][i]
+            p = pending["prompt_lengths"][i]
+            prompt_row = output["prompt_ids"][i]
+            completion_ids = output["completion_ids"][i][:n].tolist()
+            # provenance before `mask_truncated_completions` zeroes a cut completion's tool_mask;
+            # that zeroing reaches the loss through completion_mask, which is kept as trained
+            tool_masks = pending["tool_masks"]
+            tool_mask = list(tool_masks[i]) if tool_masks is not None else [1] * n
+            messages = pending["prompts"][i] + pending["completions"][i]
+            env = environments[i]
+            calls = tool_calls(messages)
+            func_rewards = rewards_per_func[i]
+            scored = ~func_rewards.isnan()
+            trajectories.append(
+                Trajectory(
+                    messages=messages,
+                    prompt_ids=prompt_row[prompt_row.numel() - p :].tolist(),
+                    completion_ids=completion_ids,
+                    tool_mask=tool_mask,
+                    completion_mask=output["completion_mask"][i][:n].tolist(),
+                    env=None if env is None else env_name(type(env)),
+                    task={k: v for k, v in row.items() if k != "prompt"},
+                    tool_calls=calls,
+                    states=_turn_states(
+                        messages, pending["states"][i], pending["logs"][i], pending["known"][i]
+                    )
+                    if env is not None and pending["known"] and pending["states"][i] is not None
+                    else [],
+                    reward=float((func_rewards[scored] * weights[scored]).sum())
+                    if bool(scored.any())
+                    else math.nan,
+                    rewards=dict(
+                        zip(trainer.reward_func_names, func_rewards.tolist(), strict=True)
+                    ),
+                    advantage=float(output["advantages"][i]),
+                    done=bool(getattr(env, "done", False)),
+                    won=bool(getattr(env, "won", False)),
+                    truncated=_cut(completion_ids, stop) or _dropped(messages, cap),
+                )
+            )
+        return trajectories
+
+
+# -- small shared helpers ------------------------------------------------------------------------
+
+
+def env_name(env_cls: type) -> str:
+    """The ``kit.envs.ENVS`` key of an env class (``"wordle"``), else the class name."""
+    from kit.envs import ENVS
+
+    return next((name for name, cls in ENVS.items() if cls is env_cls), env_cls.__name__)
+
+
+def _tool_list(tools: Tools | type | Any | str | None) -> list[Any]:
+    from kit.envs import ENVS
+
+    if tools is None:
+        return []
+    if isinstance(tools, str):
+        if tools not in ENVS:
+            raise ValueError(f"unknown env {tools!r}; choose one of {sorted(ENVS)}")
+        tools = ENVS[tools]
+    if isinstance(tools, type):
+        tools = tools()
+    if isinstance(tools, (list, tuple)):
+        return list(tools)
+    if callable(getattr(tools, "reset", None)):
+        return env_tools(tools)
+    raise ValueError(
+        "tools must be a list of functions or JSON schemas, an env class or instance, or an env "
+        f"name; got {type(tools).__name__}"
+    )
+
+
+def _checked_messages(messages: list[Message]) -> list[Message]:
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of chat messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or "role" not in message:
+            raise ValueError(f"message {i} is not a chat message with a 'role': {message!r:.80}")
+    roles = [m["role"] for m in messages]
+    if "assistant" not in roles:
+        raise ValueError("the conversation has no assistant turn: nothing was generated")
+    if roles.index("assistant") == 0:
+        raise ValueError("the conversation starts with an assistant turn: there is no prompt")
+    first = roles.index("assistant")
+    bad = [i for i, role in enumerate(roles[first:], first) if role not in ("assistant", "tool")]
+    if bad:
+        raise ValueError(
+            f"message {bad[0]} has role {roles[bad[0]]!r} after the first assistant turn; TRL's "
+            "episodes hold only assistant turns and tool results after the prompt"
+        )
+    return [dict(m) for m in messages]
+
+
+def _stop_ids(tokenizer: Any) -> set[int]:
+    return {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
+
+
+def _cut(completion_ids: list[int], stop: set[int]) -> bool:
+    """TRL's ``is_truncated``: the completion does not end on an EOS (or pad) token."""
+    return bool(completion_ids) and completion_ids[-1] not in stop
+
+
+def _dropped(messages: list[Message], cap: int) -> bool:
+    """Whether the length budget dropped the last turn's tool results.
+
+    A last turn that called tools but got no answer ended either at the tool-call cap (then
+    exactly ``cap`` turns were answered) or because its results would overflow the budget.
+    """
+    assistants = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if not assistants or not messages[assistants[-1]].get("tool_calls"):
+        return False
+    if messages[-1]["role"] == "tool":
+        return False
+    answered = sum(
+        1 for i in assistants if i + 1 < len(messages) and messages[i + 1]["role"] == "tool"
+    )
+    return answered < cap
+
+
+def _error_text(content: Any) -> str | None:
+    """The message of TRL's ``str({'error': message})`` reply, or None for a normal result."""
+    if not isinstance(content, str) or not content.startswith("{'error': "):
+        return None
+    try:
+        value = ast.literal_eval(content)
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(value, dict) and list(value) == ["error"]:
+        return str(value["error"])
+    return None
+
+
+def _state(env: Any) -> str | None:
+    return getattr(env, "transcript", None)
+
+
+def _logged(
+    tool: Callable[..., Any], log: list[str | None], environments: list[Any], index: int
+) -> Callable[..., Any]:
+    """``tool``, noting the env's state after every call, whether it returns or raises."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        finally:
+            log.append(_state(environments[index]) if index < len(environments) else None)
+
+    call.__name__ = tool.__name__
+    return call
+
+
+def _turn_states(
+    messages: list[Message], initial: str | None, log: list[str | None], known: set[str]
+) -> list[str | None]:
+    """``states[k - 1]``: the env's state after turn ``k``'s tool calls (``initial``: after reset).
+
+    The trainer calls a turn's tools in order, so the per-call log is consumed turn by turn;
+    an unknown tool name never reaches the env, and the calls of a turn the tool-call cap cut
+    off never run (the log is exhausted by then).
+    """
+    states = [initial]
+    cursor = 0
+    for message in messages:
+        if message["role"] != "assistant":
+            continue
+        state = states[-1]
+        for call in message.get("tool_calls") or []:
+            name = call.get("function", call).get("name")
+            if name in known and cursor < len(log):
+                state = log[cursor]
+                cursor += 1
+        states.append(state)
+    return states[1:]
+
+
+def _template_name(tokenizer: Any, template: str | None) -> str:
+    text = template if template is not None else tokenizer.chat_template
+    if isinstance(text, dict):
+        text = text.get("default", "")
+    import trl
+
+    for path in sorted((Path(trl.__file__).parent / "chat_templates").glob("*.jinja")):
+        if path.read_text(encoding="utf-8") == text:
+            return f"the chat template {path.name} (TRL's)"
+    digest = hashlib.sha1(str(text).encode()).hexdigest()[:10]
+    return f"the chat template of {_tokenizer_name(tokenizer)} (custom, sha1 {digest})"
+
+
+def _tokenizer_name(tokenizer: Any) -> str:
+    return getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__

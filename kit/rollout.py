@@ -1,0 +1,552 @@
+"""Play episodes of a ``kit.envs`` environment with a model, exactly as ``GRPOTrainer`` plays them.
+
+Why not just call the trainer: evaluating a checkpoint, looking at what a model does before
+training, or building a baseline needs the *same* episodes training would see (same prompt
+rendering, same tool loop, same stopping rules, same token ids and loss mask) without an
+optimiser, a dataset or a reward function. This module is TRL 1.16's ``_generate`` /
+``_tool_call_loop`` for one env class, outside the trainer:
+
+* the prompt is the row's ``prompt`` (TRL's empty user message when the row has none) with the
+  env's ``reset(**row)`` text appended, rendered with the env's tool schemas;
+* each turn is generated in a batch (left padding), cut after its first EOS, parsed with the
+  tokenizer's response parser; the tool calls run on the episode's own env instance (an
+  exception comes back as ``{'error': '...'}``, an unknown tool as ``Tool X not found.``);
+* ids are built by concatenation: the sampled tokens are never re-tokenised, the tool results go
+  in as TRL's suffix ids (``tool_mask`` 0); a tool block that would overflow
+  ``max_completion_length`` is dropped (its side effects stay) and ends the episode, a turn that
+  overflows it is cut; the episode stops when the model calls no tool, or after
+  ``max_tool_calling_iterations`` rounds of tool calls (the last calls are left unexecuted).
+
+Groups and tasks follow ``GRPOTrainer``: each task (a dataset row, or an int as
+``{"seed": n}``) is played ``num_generations`` times in a row, each episode on its own env
+instance; :class:`TaskSampler` draws rows in a seeded, per-epoch shuffled order. Everything is
+seeded: the same call gives the same episodes.
+
+Play 4 episodes (2 tasks x 2 generations) of Catch with the tiny offline model::
+
+    from kit.envs import CatchEnv
+    from kit.models import tiny_model
+    from kit.rollout import rollout
+
+    model, tokenizer = tiny_model()
+    episodes = rollout(model, tokenizer, CatchEnv, tasks=[{"ball_col": 0}, {"ball_col": 4}],
+                       num_generations=2, max_completion_length=64, seed=0)
+    episodes[0].counts()            # tokens per source: prompt / model / env
+    episodes[0].spans(tokenizer)    # the same provenance the loss uses
+
+With vLLM installed and a GPU, pass a ``vllm.LLM`` as ``model`` to generate with it (the path is
+small and not covered by the CPU test suite).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.masks import (
+    Message,
+    chat_template,
+    env_name,
+    env_tools,
+    prompt_ids,
+    tool_calls,
+    tool_suffix_ids,
+)
+from kit.trajectory import Trajectory
+
+DEFAULT_PROMPT: list[Message] = [{"role": "user", "content": ""}]  # TRL's, for rows with no prompt
+
+
+class TaskSampler:
+    """Dataset rows in a seeded order, reshuffled every epoch (AgileRL's ``TaskAssigner`` idea).
+
+    ``take(n)`` returns the next ``n`` rows, crossing into the next epoch (and its new order)
+    when the current one runs out; each epoch's order depends only on ``seed`` and the epoch
+    number, so a sampler rebuilt with the same seed replays the same tasks. Pair it with
+    :func:`rollout`, which plays every row ``num_generations`` times::
+
+        sampler = TaskSampler([{"secret": w} for w in words], seed=0)
+        episodes = rollout(model, tokenizer, WordleEnv, sampler.take(8), num_generations=4)
+    """
+
+    def __init__(
+        self, rows: Sequence[dict[str, Any] | int], seed: int = 0, shuffle: bool = True
+    ) -> None:
+        self.rows = [_task_row(row) for row in rows]
+        if not self.rows:
+            raise ValueError("TaskSampler needs at least one row")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epoch = 0
+        self.position = 0  # rows of the current epoch already handed out
+
+    def order(self, epoch: int) -> list[int]:
+        """The row indices of ``epoch``, in the order they are handed out."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        indices = list(range(len(self.rows)))
+        if self.shuffle:
+            random.Random(f"kit.TaskSampler/{self.seed}/{epoch}").shuffle(indices)
+        return indices
+
+    def take(self, n: int) -> list[dict[str, Any]]:
+        """The next ``n`` rows (copies)."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        taken = []
+        while len(taken) < n:
+            order = self.order(self.epoch)
+            step = min(n - len(taken), len(order) - self.position)
+            taken += [self.rows[i] for i in order[self.position : self.position + step]]
+            self.position += step
+            if self.position == len(order):
+                self.epoch, self.position = self.epoch + 1, 0
+        return copy.deepcopy(taken)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            yield self.take(1)[0]
+
+
+@dataclass
+class _Episode:
+    """One episode in flight: its env, its ids so far and its messages."""
+
+    task: dict[str, Any]
+    env: Any
+    tools: list[Any]
+    prompt: list[Message]
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    tool_mask: list[int] = field(default_factory=list)
+    completions: list[Message] = field(default_factory=list)
+    initial: str | None = None  # the env's transcript after the reset
+    states: list[str] = field(default_factory=list)  # ... and after each turn
+    dropped: bool = False
+
+    @property
+    def input_ids(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+    def run_tools(self, message: Message) -> list[Message]:
+        """TRL's tool execution for one turn: every call, in order, errors as text."""
+        by_name = {tool.__name__: tool for tool in self.tools}
+        replies = []
+        for call in message["tool_calls"]:
+            if call.get("type") == "function":
+                function = call["function"]
+                name = function["name"]
+                try:
+                    if name not in by_name:
+                        raise ValueError(f"Tool {name} not found.")
+                    result = by_name[name](**function["arguments"])
+                except Exception as error:  # TRL shows the model any exception, as text
+                    result = {"error": str(error)}
+            else:
+                name = call.get("name", "unknown")
+                result = {"error": f"Unsupported tool call type: {call['type']}"}
+            content = result if isinstance(result, list) else str(result)
+            replies.append({"role": "tool", "name": name, "content": content})
+        return replies
+
+
+def rollout(
+    model: Any,
+    tokenizer: Any,
+    env_cls: type | str,
+    tasks: Sequence[dict[str, Any] | int],
+    *,
+    num_generations: int = 1,
+    max_completion_length: int = 256,
+    max_tool_calling_iterations: int | None = 8,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    batch_size: int = 32,
+    mask_truncated_completions: bool = False,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    generation_kwargs: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> list[Trajectory]:
+    """Play ``num_generations`` episodes of every task; return them in order, group by group.
+
+    ``env_cls``: a tool-method env class (or a ``kit.envs.ENVS`` name). ``tasks``: dataset rows
+    (task columns such as ``secret`` or ``seed``, and optionally ``prompt``), or ints meaning
+    ``{"seed": n}``. The settings mean what the ``GRPOConfig`` fields of the same names mean;
+    the defaults are ``kit.train.grpo_config``'s; ``max_tool_calling_iterations=None`` lifts
+    the cap, as in TRL. ``generation_kwargs`` go to the backend (``GenerationConfig`` fields,
+    or ``vllm.SamplingParams`` ones).
+    ``greedy=True`` decodes greedily, otherwise tokens are sampled at ``temperature``.
+    ``batch_size`` episodes are generated together; ``seed`` fixes the sampling (the global
+    torch RNG is left as it was). ``mask_truncated_completions=True`` gives a completion the
+    budget cut mid-turn a ``completion_mask`` of zeros, as the trainer does. Like
+    ``GRPOTrainer``, it gives a tokenizer without a response parser TRL's (``add_response_schema``).
+
+    Each :class:`~kit.trajectory.Trajectory` carries the messages, ``prompt_ids``,
+    ``completion_ids``, ``tool_mask`` (0 for env tokens) and ``completion_mask``, the env name
+    and task, ``tool_calls`` (see :func:`kit.masks.tool_calls`), ``states`` (``states[k - 1]``:
+    the env's ``transcript`` after turn ``k``'s tool calls), and the env's ``reward``,
+    ``done`` and ``won``. ``truncated`` is True when the length budget cut the episode: a turn
+    that ends without EOS (TRL's ``is_truncated``) or tool results dropped.
+    """
+    env_cls = _env_class(env_cls)
+    rows = [_task_row(task) for task in tasks]
+    _check_settings(
+        rows,
+        num_generations,
+        max_completion_length,
+        max_tool_calling_iterations,
+        temperature,
+        greedy,
+        batch_size,
+    )
+    _ensure_response_parser(tokenizer)
+    generate = _generator(
+        model,
+        tokenizer,
+        max_completion_length,
+        temperature,
+        top_p,
+        top_k,
+        greedy,
+        seed,
+        generation_kwargs,
+    )
+    cap = max_tool_calling_iterations if max_tool_calling_iterations is not None else float("inf")
+    template = chat_template(tokenizer, uses_tools=bool(env_tools(env_cls())))
+    settings = (template, chat_template_kwargs or {})
+    group = [row for row in rows for _ in range(num_generations)]
+    trajectories: list[Trajectory] = []
+    with _progress(len(group), progress, env_name(env_cls)) as bar, generate.seeded():
+        for start in range(0, len(group), batch_size):
+            episodes = [
+                _start(env_cls, row, tokenizer, settings)
+                for row in group[start : start + batch_size]
+            ]
+            _play(episodes, generate, tokenizer, settings, max_completion_length, cap, bar.update)
+            trajectories += [
+                _trajectory(episode, env_cls, generate.stop, mask_truncated_completions)
+                for episode in episodes
+            ]
+    return trajectories
+
+
+# -- the episode loop: TRL's `_generate` + `_tool_call_loop` for one batch ------------------------
+
+
+def _start(env_cls: type, row: dict[str, Any], tokenizer: Any, settings: tuple) -> _Episode:
+    template, kwargs = settings
+    env = env_cls()
+    prompt = copy.deepcopy(row.get("prompt", DEFAULT_PROMPT))
+    observation = env.reset(**row)
+    if observation is not None:
+        prompt = prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + observation}]
+    tools = env_tools(env)
+    ids = prompt_ids(tokenizer, prompt, tools, template, kwargs)
+    task = {k: v for k, v in row.items() if k != "prompt"}
+    return _Episode(task, env, tools, prompt, ids, initial=getattr(env, "transcript", None))
+
+
+def _play(
+    episodes: list[_Episode],
+    generate: _Generate,
+    tokenizer: Any,
+    settings: tuple,
+    budget: int,
+    cap: float,
+    finished: Callable[[int], Any],
+) -> None:
+    """Play a batch of episodes to their end; ``finished(n)`` hears of episodes as they end."""
+    template, kwargs = settings
+    for episode, ids in zip(episodes, generate([e.prompt_ids for e in episodes]), strict=True):
+        episode.completion_ids = ids
+        episode.tool_mask = [1] * len(ids)
+        episode.completions = [_parse(tokenizer, ids, episode.prompt_ids, episode.tools)]
+    active = [e for e in episodes if e.completions[-1].get("tool_calls")]
+    finished(len(episodes) - len(active))
+    iteration = 0
+    while active and iteration < cap:
+        running = len(active)
+        extended = []
+        for episode in active:
+            replies = episode.run_tools(episode.completions[-1])
+            if episode.initial is not None:
+                episode.states.append(episode.env.transcript)
+            suffix = tool_suffix_ids(tokenizer, replies, template, kwargs)
+            if (
+                len(episode.completion_ids) + len(suffix) > budget
+                or len(episode.input_ids) + len(suffix) >= generate.max_length
+            ):
+                episode.dropped = True  # TRL rolls the results back; the tools' side effects stay
+                continue
+            episode.completions += replies
+            episode.completion_ids += suffix
+            episode.tool_mask += [0] * len(suffix)
+            extended.append(episode)
+        active = []
+        if extended:
+            for episode, ids in zip(
+                extended, generate([e.input_ids for e in extended]), strict=True
+            ):
+                ids = ids[: max(0, budget - len(episode.completion_ids))]
+                prefix = episode.input_ids
+                episode.completion_ids += ids
+                episode.tool_mask += [1] * len(ids)
+                if ids:  # TRL appends nothing for a turn the budget cut to zero tokens
+                    episode.completions.append(_parse(tokenizer, ids, prefix, episode.tools))
+                    if episode.completions[-1].get("tool_calls"):
+                        active.append(episode)
+        finished(running - len(active))
+        iteration += 1
+    finished(len(active))  # the cap ended them
+    for episode in episodes:
+        # only the last turn can lack a state: one that called no tool, or one the cap left unrun
+        turns = sum(m["role"] == "assistant" for m in episode.completions)
+        if episode.initial is not None and len(episode.states) < turns:
+            episode.states.append(episode.states[-1] if episode.states else episode.initial)
+
+
+def _parse(tokenizer: Any, ids: list[int], prefix: list[int], tools: list[Any]) -> Message:
+    from trl.chat_template_utils import parse_response
+
+    return parse_response(tokenizer, ids, prefix=prefix, tools=tools)
+
+
+def _trajectory(episode: _Episode, env_cls: type, stop: set[int], mask_cut: bool) -> Trajectory:
+    messages = episode.prompt + episode.completions
+    ids = episode.completion_ids
+    cut = bool(ids) and ids[-1] not in stop  # TRL's `is_truncated`
+    env = episode.env
+    reward = getattr(env, "reward", None)
+    return Trajectory(
+        messages=messages,
+        prompt_ids=episode.prompt_ids,
+        completion_ids=ids,
+        tool_mask=episode.tool_mask,
+        completion_mask=[0 if cut and mask_cut else 1] * len(ids),
+        env=env_name(env_cls),
+        task=episode.task,
+        tool_calls=tool_calls(messages),
+        states=episode.states,
+        reward=None if reward is None else float(reward),
+        done=bool(getattr(env, "done", False)),
+        won=bool(getattr(env, "won", False)),
+        truncated=episode.dropped or cut,
+    )
+
+
+# -- generation backends --------------------------------------------------------------------------
+
+
+class _Generate:
+    """Turn a batch of token-id prompts into completions cut after their first EOS (TRL's rule)."""
+
+    max_length: float = float("inf")  # the backend's context ceiling (TRL's `max_model_len`)
+    stop: set[int]  # EOS and pad ids: a completion ending on one was not cut by the budget
+
+    def __call__(self, prompts: list[list[int]]) -> list[list[int]]:
+        raise NotImplementedError
+
+    def seeded(self) -> contextlib.AbstractContextManager[None]:
+        """A context in which generation is reproducible; the caller's RNG state survives it."""
+        raise NotImplementedError
+
+
+class _TransformersGenerate(_Generate):
+    def __init__(self, model: Any, config: Any, eos: list[int], pad: int, seed: int) -> None:
+        self.model, self.config, self.eos, self.pad, self.seed = model, config, eos, pad, seed
+        self.stop = {*eos, pad}
+        self.max_length = getattr(model.config, "max_position_embeddings", None) or float("inf")
+
+    @contextlib.contextmanager
+    def seeded(self) -> Iterator[None]:
+        import torch
+
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.seed)
+            yield
+
+    def __call__(self, prompts: list[list[int]]) -> list[list[int]]:
+        import torch
+
+        width = max(map(len, prompts))
+        device = self.model.device
+        input_ids = torch.tensor(
+            [[self.pad] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=device
+        )
+        attention_mask = torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts],
+            dtype=torch.long,
+            device=device,
+        )
+        with torch.no_grad():
+            output = self.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=self.config
+            )
+        return [_cut_at_eos(row.tolist(), self.eos) for row in output[:, width:].cpu()]
+
+
+class _VLLMGenerate(_Generate):
+    """Generation with a ``vllm.LLM`` (GPU only; not exercised by the CPU test suite)."""
+
+    def __init__(self, llm: Any, params: Any, eos: list[int], pad: int) -> None:
+        self.llm, self.params, self.eos, self.stop = llm, params, eos, {*eos, pad}
+        self.max_length = llm.llm_engine.model_config.max_model_len
+
+    def seeded(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # the seed travels in SamplingParams
+
+    def __call__(self, prompts: list[list[int]]) -> list[list[int]]:
+        from vllm.inputs import TokensPrompt
+
+        outputs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in prompts], self.params, use_tqdm=False
+        )
+        return [_cut_at_eos(list(o.outputs[0].token_ids), self.eos) for o in outputs]
+
+
+def _generator(
+    model: Any,
+    tokenizer: Any,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    top_k: int | None,
+    greedy: bool,
+    seed: int,
+    generation_kwargs: dict[str, Any] | None,
+) -> _Generate:
+    eos = _eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    if type(model).__module__.startswith("vllm"):
+        from vllm import SamplingParams
+
+        params = SamplingParams(
+            max_tokens=max_new_tokens,
+            temperature=0.0 if greedy else temperature,
+            top_p=top_p,
+            top_k=top_k or -1,
+            seed=seed,
+            stop_token_ids=eos,
+            **(generation_kwargs or {}),
+        )
+        return _VLLMGenerate(model, params, eos, pad)
+    from transformers import GenerationConfig
+
+    sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k} if not greedy else {}
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=not greedy,
+        pad_token_id=pad,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos,
+        **sampling,
+        **(generation_kwargs or {}),
+    )
+    return _TransformersGenerate(model, config, eos, pad, seed)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    """TRL's stop ids: every EOS the model's generation config declares, and the tokenizer's."""
+    declared = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if declared is None:
+        declared = []
+    elif isinstance(declared, int):
+        declared = [declared]
+    declared = list(declared)
+    if tokenizer.eos_token_id not in declared:
+        declared = [tokenizer.eos_token_id, *declared]
+    return declared
+
+
+def _cut_at_eos(ids: list[int], eos: list[int]) -> list[int]:
+    """Keep everything up to and including the first EOS; all of it when there is none."""
+    for i, token in enumerate(ids):
+        if token in eos:
+            return ids[: i + 1]
+    return ids
+
+
+# -- checks and small helpers ---------------------------------------------------------------------
+
+
+def _env_class(env_cls: type | str) -> type:
+    from kit.envs import ENVS
+
+    if isinstance(env_cls, str):
+        if env_cls not in ENVS:
+            raise ValueError(f"unknown env {env_cls!r}; choose one of {sorted(ENVS)}")
+        return ENVS[env_cls]
+    if not isinstance(env_cls, type) or not callable(getattr(env_cls, "reset", None)):
+        raise ValueError(
+            f"env_cls must be an env class with a reset method (e.g. kit.envs.WordleEnv) or an env "
+            f"name; got {env_cls!r:.80}"
+        )
+    return env_cls
+
+
+def _task_row(task: dict[str, Any] | int) -> dict[str, Any]:
+    if isinstance(task, bool) or not isinstance(task, (dict, int)):
+        raise ValueError(f"a task is a dataset row (dict) or an int seed; got {task!r:.80}")
+    return {"seed": task} if isinstance(task, int) else dict(task)
+
+
+def _check_settings(
+    rows: list[dict[str, Any]],
+    num_generations: int,
+    max_completion_length: int,
+    max_tool_calling_iterations: int | None,
+    temperature: float,
+    greedy: bool,
+    batch_size: int,
+) -> None:
+    if not rows:
+        raise ValueError("tasks is empty: give at least one dataset row or seed")
+    for name, value in (
+        ("num_generations", num_generations),
+        ("max_completion_length", max_completion_length),
+        ("batch_size", batch_size),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if max_tool_calling_iterations is not None and (
+        not isinstance(max_tool_calling_iterations, int) or max_tool_calling_iterations < 0
+    ):
+        raise ValueError(
+            f"max_tool_calling_iterations must be an int >= 0 or None, got {max_tool_calling_iterations!r}"
+        )
+    if not greedy and not temperature > 0:
+        raise ValueError(
+            f"temperature must be > 0 for sampled play (or pass greedy=True), got {temperature}"
+        )
+
+
+def _ensure_response_parser(tokenizer: Any) -> None:
+    """Give the tokenizer TRL's response parser, as ``GRPOTrainer`` does at construction."""
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    if not supports_tool_calling(tokenizer):
+        raise ValueError(
+            f"the chat template of {getattr(tokenizer, 'name_or_path', 'this tokenizer')} cannot "
+            "render a tool-calling conversation (user -> assistant with tool_calls -> tool)"
+        )
+    if (
+        getattr(tokenizer, "response_template", None) is None
+        and getattr(tokenizer, "response_schema", None) is None
+    ):
+        add_response_schema(tokenizer)
+
+
+def _progress(total: int, enabled: bool, name: str) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=f"rollout {name}", unit="episode")

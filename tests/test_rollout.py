@@ -1,0 +1,224 @@
+"""kit.rollout plays the episodes ``GRPOTrainer`` plays, and its task sampling is seeded.
+
+The identity test replays the scripted runs of ``tests/test_masks.py`` (one real trainer step per
+env, captured) with ``rollout`` and the same scripted model: ids, masks, messages, tool calls,
+env states and the truncation flag must all be the trainer's, including the episode whose
+turns are not in the template's canonical form (``rollout`` never re-tokenises). The other tests
+use the random tiny model unscripted, or small scripts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")
+
+import torch  # noqa: E402
+
+from kit.envs import ENVS, CatchEnv, EchoEnv  # noqa: E402
+from kit.rollout import TaskSampler, rollout  # noqa: E402
+from tests.scripted import ScriptedGeneration  # noqa: E402
+from tests.test_masks import (  # noqa: E402
+    BUDGET,
+    CAP,
+    MASKED,
+    call,
+    case_of,
+    case_trajectories,
+    install_script,
+    tiny,
+    trainer_run,
+    turn,
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", list(ENVS))
+def test_rollout_matches_the_trainer(game):
+    run = trainer_run(game)
+    install_script(run.model, run.tokenizer, run.scripts)
+    played = rollout(
+        run.model,
+        run.tokenizer,
+        ENVS[game],
+        run.rows,
+        num_generations=2,
+        max_completion_length=BUDGET,
+        max_tool_calling_iterations=CAP,
+        mask_truncated_completions=game in MASKED,
+        batch_size=4,
+        progress=False,
+    )
+    assert len(played) == 2 * len(run.rows)
+    trained = case_trajectories(run)
+    for episode in played:
+        case = case_of(episode.messages[0]["content"])
+        for reference in trained[case]:
+            assert episode.prompt_ids == reference.prompt_ids, case
+            assert episode.completion_ids == reference.completion_ids, case
+            assert episode.tool_mask == reference.tool_mask, case
+            assert episode.completion_mask == reference.completion_mask
+            assert episode.messages == reference.messages
+            assert episode.tool_calls == reference.tool_calls
+            assert episode.states == reference.states
+            assert (episode.truncated, episode.done, episode.won) == (
+                reference.truncated,
+                reference.done,
+                reference.won,
+            )
+            assert episode.reward == pytest.approx(reference.rewards["env_reward"])
+            assert episode.env == game and episode.task == reference.task
+
+
+def _script(plays: dict[str, list[str]]):
+    """The shared tiny model, scripted; a one-case script also plays rows with no case tag."""
+    model, tokenizer = tiny()
+    (only,) = plays.values() if len(plays) == 1 else (None,)
+    ScriptedGeneration(tokenizer, lambda text: only or plays[case_of(text)]).install(model)
+    return model, tokenizer
+
+
+def _prompt(case: str) -> list[dict]:
+    return [{"role": "user", "content": f"Play the game with the tools. Case {case}.\n\n"}]
+
+
+def test_groups_share_their_task_and_each_episode_has_its_own_env():
+    model, tokenizer = _script({"a": [turn(call("stay")), turn(text="Done.")]})
+    rows = [{"prompt": _prompt("a"), "ball_col": 0}, 3]  # an int task is a seed
+    played = rollout(
+        model, tokenizer, "catch", rows, num_generations=3, progress=False, batch_size=2
+    )
+    assert [e.task for e in played] == [{"ball_col": 0}] * 3 + [{"seed": 3}] * 3
+    for episode in played[:3]:
+        assert [m["role"] for m in episode.messages] == ["user", "assistant", "tool", "assistant"]
+        assert len(episode.states) == 2 and episode.states[0] == episode.states[1]
+        assert episode.states[0] != CatchEnv().reset(ball_col=0)  # the paddle stayed, the ball fell
+        assert episode.env == "catch" and not episode.done and episode.reward == 0.0
+    # the seeded rows show the model TRL's empty user message plus the board
+    assert played[3].messages[0]["content"] == CatchEnv().reset(seed=3)
+    assert rows[0]["prompt"] == _prompt("a")  # the caller's rows are left alone
+
+
+def test_sampled_play_is_seeded_and_greedy_play_is_deterministic():
+    model, tokenizer = tiny_model_unscripted()
+    settings = dict(num_generations=2, max_completion_length=12, progress=False)
+    before = torch.random.get_rng_state()
+    first = rollout(model, tokenizer, EchoEnv, [{}], seed=1, **settings)
+    assert torch.equal(torch.random.get_rng_state(), before)  # the caller's RNG is untouched
+    again = rollout(model, tokenizer, EchoEnv, [{}], seed=1, **settings)
+    other = rollout(model, tokenizer, EchoEnv, [{}], seed=2, **settings)
+    ids = [e.completion_ids for e in first]
+    assert ids == [e.completion_ids for e in again]
+    assert ids != [e.completion_ids for e in other]
+    assert ids[0] != ids[1]  # sampled: the two generations of a group differ
+    greedy = rollout(model, tokenizer, EchoEnv, [{}], greedy=True, seed=5, **settings)
+    assert greedy[0].completion_ids == greedy[1].completion_ids
+    for episode in first + greedy:
+        assert 1 <= len(episode.completion_ids) <= 12
+        assert episode.truncated == (episode.completion_ids[-1] != tokenizer.eos_token_id)
+
+
+def tiny_model_unscripted():
+    """The shared tiny model with its real ``generate`` back (the identity tests script it)."""
+    model, tokenizer = tiny()
+    model.__dict__.pop("generate", None)
+    return model, tokenizer
+
+
+def test_without_a_cap_the_budget_ends_the_episode():
+    model, tokenizer = _script({"loop": [turn(call("echo", message="again"))] * 50})
+    (episode,) = rollout(
+        model,
+        tokenizer,
+        EchoEnv,
+        [{"prompt": _prompt("loop")}],
+        max_completion_length=200,
+        max_tool_calling_iterations=None,
+        progress=False,
+    )
+    turns = sum(m["role"] == "assistant" for m in episode.messages)
+    assert turns > CAP + 1 and episode.truncated and len(episode.completion_ids) <= 200
+    assert len(episode.states) == turns
+
+
+def test_progress_bar_on_request(capsys):
+    model, tokenizer = _script({"a": [turn(text="Done.")]})
+    rows = [{"prompt": _prompt("a")}]
+    rollout(model, tokenizer, EchoEnv, rows, progress=False)
+    assert "rollout echo" not in capsys.readouterr().err
+    rollout(model, tokenizer, EchoEnv, rows, num_generations=3, progress=True)
+    err = capsys.readouterr().err
+    assert "rollout echo: 100%" in err and "3/3" in err
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(env_cls="chess"), "unknown env 'chess'"),
+        (dict(env_cls=object), "env class"),
+        (dict(tasks=[]), "tasks is empty"),
+        (dict(tasks=["seed 1"]), "a task is a dataset row"),
+        (dict(num_generations=0), "num_generations"),
+        (dict(max_completion_length=0), "max_completion_length"),
+        (dict(max_tool_calling_iterations=-1), "max_tool_calling_iterations"),
+        (dict(temperature=0.0), "temperature"),
+        (dict(batch_size=0), "batch_size"),
+    ],
+)
+def test_rollout_rejects_bad_settings(kwargs, error):
+    model, tokenizer = tiny()
+    arguments = dict(env_cls=EchoEnv, tasks=[{}], progress=False) | kwargs
+    with pytest.raises(ValueError, match=error):
+        rollout(model, tokenizer, **arguments)
+
+
+# -- TaskSampler ---------------------------------------------------------------------------------
+
+
+def test_task_sampler_orders_are_seeded_per_epoch_permutations():
+    rows = [{"seed": k} for k in range(10)]
+    sampler = TaskSampler(rows, seed=0)
+    orders = [sampler.order(epoch) for epoch in range(3)]
+    assert all(sorted(order) == list(range(10)) for order in orders)
+    assert len({tuple(order) for order in orders}) == 3  # reshuffled every epoch
+    assert orders == [TaskSampler(rows, seed=0).order(epoch) for epoch in range(3)]
+    assert orders[0] != TaskSampler(rows, seed=1).order(0)
+    assert TaskSampler(rows, shuffle=False).order(4) == list(range(10))
+
+
+def test_task_sampler_take_crosses_epochs_and_replays():
+    rows = [{"secret": w} for w in ("sheep", "apple", "crane", "pious")]
+    sampler = TaskSampler(rows, seed=7)
+    drawn = sampler.take(3) + sampler.take(3) + sampler.take(2)
+    assert (sampler.epoch, sampler.position) == (2, 0)
+    expected = [rows[i] for i in sampler.order(0) + sampler.order(1)]
+    assert drawn == expected
+    replay = TaskSampler(rows, seed=7)
+    assert [next(iter(replay)) for _ in range(8)] == drawn
+    drawn[0]["secret"] = "zzzzz"  # rows handed out are copies
+    assert TaskSampler(rows, seed=7).take(1)[0]["secret"] != "zzzzz"
+    assert TaskSampler([1, 2]).rows == [{"seed": 1}, {"seed": 2}]
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [(([],), "at least one row"), ((["a"],), "a task is a dataset row"), (([{}], "0"), "seed")],
+)
+def test_task_sampler_rejects_bad_input(args, error):
+    with pytest.raises(ValueError, match=error):
+        TaskSampler(*args)
+    with pytest.raises(ValueError, match="n must be"):
+        TaskSampler([{}]).take(-1)
+
+
+def test_rollout_plays_sampled_tasks():
+    model, tokenizer = _script({"a": [turn(call("echo", message="hi")), turn(text="ok")]})
+    sampler = TaskSampler([{"prompt": _prompt("a"), "tag": k} for k in range(3)], seed=0)
+    played = rollout(model, tokenizer, EchoEnv, sampler.take(2), num_generations=2, progress=False)
+    tags = [e.task["tag"] for e in played]
+    assert tags[0] == tags[1] and tags[2] == tags[3] and tags[0] != tags[2]
+    assert [json.loads(json.dumps(e.tool_calls)) for e in played][0] == [
+        {"turn": 1, "name": "echo", "arguments": {"message": "hi"}, "result": "hi", "error": None}
+    ]
