@@ -1,0 +1,567 @@
+"""Datasets: GRPO task sets with fixed splits, and SFT warm-up sets played by the solvers.
+
+Why: a small model learns nothing from RL until it makes valid tool calls, and the fastest way
+there is SFT on conversations in *exactly* the format GRPO will show it. And a GRPO run is only
+comparable to another if the tasks and the held-out set are fixed. So:
+
+* ``task_dataset(game, split)``: rows with a chat ``prompt`` (ending in a separator: TRL glues
+  the reset observation to it) and the task columns ``reset`` reads (``secret``, ``ball_col``,
+  ``puzzle``). ``mixture_dataset`` adds the ``environment`` column of multi-env training.
+  ``TaskProvider`` iterates the same tasks with their ground truth (like llenvs'
+  ``DatasetProvider``) and has ``to_hf_dataset()``.
+* ``sft_dataset(game, num_games, seed)``: the solver's games through the ``kit.envs`` tools, as
+  TRL renders a GRPO rollout: system + user prompt with the reset observation, assistant turns
+  with a short reasoning text and one tool call, tool results as TRL formats them (errors as
+  ``str({'error': msg})``), and a closing assistant message once the game is over. A ``tools``
+  column holds the tools' JSON schemas so ``SFTTrainer`` renders the same tool prompt. Every
+  example is replayed in a fresh env before it is returned (``validate_example``).
+
+Splits (``data/splits/README.md``): Wordle's 156 secrets are split once, with a fixed seed,
+into train and a held-out eval list that no SFT or GRPO training set here ever uses. Sudoku's
+eval puzzles are a fixed list; training puzzles come from other seeds and never equal one.
+Catch has only five tasks (the ball's column), so both splits hold all five.
+
+The shipped files are rebuilt, byte for byte, with ``python -m kit.data --write data/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kit.envs import ENVS
+from kit.games import make
+from kit.games.sudoku import solutions
+from kit.games.wordle import secrets
+from kit.paths import data_dir
+from kit.solvers.policies import (
+    Message,
+    assistant_message,
+    call_tool,
+    noisy_policy,
+    run_episode,
+    tool_schemas,
+)
+
+SPLITS = ("train", "eval")
+SPLIT_SEED = 0  # the seed of every split below: changing it changes the held-out set
+WORDLE_EVAL_SIZE = 31  # a fifth of the 156 secrets
+SUDOKU_EVAL_SIZE = 50
+SUDOKU_EVAL_SEED_BASE = 1_000_000  # eval puzzles come from seeds 1_000_000, 1_000_001, ...
+SUDOKU_DIFFICULTY = "default"  # Sudoku-v0's 60 clues
+
+SYSTEM_PROMPT = (
+    "You are playing a game through tools. Make one tool call per turn and read its result "
+    "before the next move. When the game is over, stop calling tools and answer in one short "
+    "sentence."
+)
+USER_PROMPTS = {
+    "wordle": (
+        "Let's play Wordle. Guess the secret word with the guess tool; each result scores your "
+        "letters. The game says:\n\n"
+    ),
+    "catch": (
+        "Let's play Catch. The ball (o) falls one row per move; move the paddle (x, bottom row) "
+        "with move (LEFT or RIGHT) or stay so that it ends under the ball. The board:\n\n"
+    ),
+    "sudoku": (
+        "Let's play Sudoku. Fill the empty cells with the place tool, one digit per call; rows "
+        "and columns are numbered 1 to 9. The game says:\n\n"
+    ),
+    "echo": "Send one short, friendly message with the echo tool, then stop.\n\n",
+}
+# Tool-calling rounds an episode may take (TRL's max_tool_calling_iterations): the game's own
+# bound plus room for invalid moves; Echo never ends, and its prompt asks for one message.
+TURN_LIMITS = {"wordle": 12, "catch": 20, "sudoku": 150, "echo": 1}
+# The shipped SFT sets: how ``python -m kit.data --write`` makes each (see the dataset cards).
+SHIPPED_SFT: dict[str, dict[str, Any]] = {
+    "wordle": {"num_games": 300, "seed": 0, "noise": 0.0},
+    "catch": {"num_games": 200, "seed": 0, "noise": 0.0},
+    "sudoku": {"num_games": 200, "seed": 0, "noise": 0.0, "difficulty": "very-easy"},
+    "echo": {"num_games": 200, "seed": 0, "noise": 0.0},
+}
+
+
+def _check_game(game: str) -> str:
+    if game not in ENVS:
+        raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
+    return game
+
+
+def _check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
+    return split
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def prompt(game: str) -> list[Message]:
+    """The chat prompt of ``game``'s tasks: a system message and a user message that ends in a
+    blank line, to which TRL appends the reset observation."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": USER_PROMPTS[_check_game(game)]},
+    ]
+
+
+# -- splits ---------------------------------------------------------------------------------------
+def make_splits() -> dict[str, Any]:
+    """Compute the splits from scratch (what ``data/splits`` holds): Wordle's secrets shuffled
+    with ``random.Random(SPLIT_SEED)``, the first ``WORDLE_EVAL_SIZE`` held out; Sudoku's eval
+    puzzles from seeds ``SUDOKU_EVAL_SEED_BASE + i``."""
+    words = list(secrets())
+    random.Random(SPLIT_SEED).shuffle(words)
+    held_out = sorted(words[:WORDLE_EVAL_SIZE])
+    train = sorted(words[WORDLE_EVAL_SIZE:])
+    puzzles = []
+    for i in range(SUDOKU_EVAL_SIZE):
+        game = make("sudoku")
+        game.reset(seed=SUDOKU_EVAL_SEED_BASE + i, difficulty=SUDOKU_DIFFICULTY)
+        puzzles.append(game.puzzle)
+    return {
+        "wordle": {"seed": SPLIT_SEED, "train": train, "eval": held_out},
+        "sudoku": {
+            "difficulty": SUDOKU_DIFFICULTY,
+            "eval_seeds": [SUDOKU_EVAL_SEED_BASE, SUDOKU_EVAL_SEED_BASE + SUDOKU_EVAL_SIZE - 1],
+            "eval": puzzles,
+        },
+    }
+
+
+@cache
+def _splits() -> dict[str, Any]:
+    path = data_dir() / "splits"
+    return {
+        "wordle": json.loads((path / "wordle.json").read_text(encoding="utf-8")),
+        "sudoku": json.loads((path / "sudoku.json").read_text(encoding="utf-8")),
+    }
+
+
+def wordle_secrets(split: str) -> tuple[str, ...]:
+    """The Wordle secrets of a split (``data/splits/wordle.json``): train 125, eval 31."""
+    return tuple(_splits()["wordle"][_check_split(split)])
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    """One task: which env, the prompt, the columns ``reset`` needs and the answer."""
+
+    environment: str
+    prompt: list[Message]
+    task: dict[str, Any]  # reset columns: {"secret": ...}, {"ball_col": ...}, {"puzzle": ...}
+    ground_truth: str  # the secret, the ball's column, the solved grid; "" for echo
+
+    def row(self, environment_column: bool = False) -> dict[str, Any]:
+        """The dataset row TRL resets the env from."""
+        row = {"prompt": self.prompt, **self.task}
+        return {"environment": self.environment, **row} if environment_column else row
+
+    @property
+    def label(self) -> str:
+        """The task as JSON with its ``environment``: the ground truth veRL and OpenRLHF carry."""
+        return json.dumps({"environment": self.environment, **self.task}, sort_keys=True)
+
+
+class TaskProvider:
+    """The tasks of one game and split, in a fixed order drawn from ``seed``.
+
+    Default sizes: train = the 125 train secrets / 100 Catch drops / 200 Sudoku puzzles / 100
+    Echo prompts; eval = the 31 held-out secrets / the five columns / the 50 eval puzzles / 20.
+    A split with a fixed list of tasks is cycled through, reshuffled on each pass, when
+    ``num_tasks`` exceeds it. The first ``k`` tasks do not depend on ``num_tasks``.
+    """
+
+    _SIZES = {
+        ("catch", "train"): 100,
+        ("sudoku", "train"): 200,
+        ("echo", "train"): 100,
+        ("echo", "eval"): 20,
+    }
+
+    def __init__(
+        self,
+        game: str,
+        split: str = "train",
+        num_tasks: int | None = None,
+        seed: int = 0,
+        difficulty: str | None = None,
+    ) -> None:
+        self.game = _check_game(game)
+        self.split = _check_split(split)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        if difficulty is not None and (game, split) != ("sudoku", "train"):
+            raise ValueError(
+                "difficulty applies to Sudoku's train split only (its eval puzzles are fixed)"
+            )
+        self.seed = seed
+        self.difficulty = difficulty or SUDOKU_DIFFICULTY
+        pool = self._fixed()
+        default = len(pool) if pool is not None else self._SIZES[game, split]
+        self.num_tasks = default if num_tasks is None else _check_count("num_tasks", num_tasks)
+
+    def _fixed(self) -> list[Any] | None:
+        """The split's fixed list of distinct tasks, or None where tasks are drawn afresh."""
+        if self.game == "wordle":
+            return list(wordle_secrets(self.split))
+        if self.game == "catch":
+            return list(range(5))
+        if self.game == "sudoku" and self.split == "eval":
+            return list(_splits()["sudoku"]["eval"])
+        return None
+
+    def __len__(self) -> int:
+        return self.num_tasks
+
+    def __iter__(self) -> Iterator[Task]:
+        values = self._values(random.Random(self.seed))
+        for _ in range(self.num_tasks):
+            yield self._task(next(values))
+
+    def _values(self, rng: random.Random) -> Iterator[Any]:
+        pool = self._fixed()
+        if pool is not None:
+            while True:
+                order = pool[:]
+                rng.shuffle(order)
+                yield from order
+        elif self.game == "sudoku":
+            seen = set(_splits()["sudoku"]["eval"])  # held out, and then every puzzle dealt
+            while True:
+                game = make("sudoku")
+                game.reset(seed=rng.randrange(SUDOKU_EVAL_SEED_BASE), difficulty=self.difficulty)
+                if game.puzzle not in seen:
+                    seen.add(game.puzzle)
+                    yield game.puzzle
+        else:
+            while True:
+                yield None
+
+    def _task(self, value: Any) -> Task:
+        game = self.game
+        if game == "wordle":
+            return Task(game, prompt(game), {"secret": value}, value)
+        if game == "catch":
+            return Task(game, prompt(game), {"ball_col": value}, str(value))
+        if game == "sudoku":
+            return Task(game, prompt(game), {"puzzle": value}, solutions(value, 1)[0])
+        return Task(game, prompt(game), {}, "")
+
+    def to_hf_dataset(self, environment_column: bool = False) -> Any:
+        """A ``datasets.Dataset`` of the tasks' rows (``prompt`` + task columns)."""
+        from datasets import Dataset
+
+        return Dataset.from_list([task.row(environment_column) for task in self])
+
+
+def task_dataset(
+    game: str,
+    split: str = "train",
+    num_tasks: int | None = None,
+    seed: int = 0,
+    difficulty: str | None = None,
+) -> Any:
+    """GRPO rows for ``game``: ``prompt`` plus the task columns its env's ``reset`` reads."""
+    return TaskProvider(game, split, num_tasks, seed, difficulty).to_hf_dataset()
+
+
+def mixture_dataset(
+    games: Mapping[str, int] | Sequence[str], split: str = "train", seed: int = 0
+) -> Any:
+    """Rows of several games, shuffled together, with the ``environment`` column TRL routes a
+    dict ``environment_factory`` by (its keys must be these game names). ``games`` maps each
+    game to its number of tasks, or lists games to take their default sizes. Columns a game
+    does not use are None."""
+    from datasets import Dataset
+
+    sizes = dict(games) if isinstance(games, Mapping) else dict.fromkeys(games)
+    if not sizes:
+        raise ValueError("name at least one game")
+    rows = [
+        task.row(environment_column=True)
+        for game, size in sizes.items()
+        for task in TaskProvider(game, split, size, seed)
+    ]
+    random.Random(seed).shuffle(rows)
+    columns = ["environment", "prompt"] + sorted(
+        {k for row in rows for k in row} - {"environment", "prompt"}
+    )
+    return Dataset.from_list([{column: row.get(column) for column in columns} for row in rows])
+
+
+# -- SFT ------------------------------------------------------------------------------------------
+def _closing(game: str, env: Any) -> str:
+    """The final assistant message: what the last observation shows about how the game ended."""
+    if game == "echo":
+        return "Message sent."
+    if env.won:
+        if game == "wordle":
+            return f"Solved: the secret word is '{env.game.guesses[-1]}'."
+        return "Caught the ball." if game == "catch" else "The grid is complete."
+    if env.calls and env.calls[-1].error is not None:
+        return "The game ended after two invalid moves in a row."
+    if game == "wordle":
+        return "Out of guesses: the game is over."
+    return "Missed the ball." if game == "catch" else "The game is over."
+
+
+def _features() -> Any:
+    from datasets import Features, Json, List, Value
+
+    # Json keeps each message exactly as written: with plain structs, Arrow would merge the
+    # argument dicts of different tools (stay() would render as {"direction": null}).
+    return Features(
+        {
+            "messages": List(Json()),
+            "tools": List(Json()),
+            "environment": Value("string"),
+            "task": Json(),
+        }
+    )
+
+
+def sft_examples(
+    game: str,
+    num_games: int = 100,
+    seed: int = 0,
+    noise: float = 0.0,
+    reasoning: bool = True,
+    split: str = "train",
+    difficulty: str | None = None,
+) -> list[dict[str, Any]]:
+    """The rows of ``sft_dataset`` as plain dicts (what the JSONL files hold), each validated.
+
+    Game ``i`` plays task ``i`` of ``TaskProvider(game, split, seed=seed)`` with a player seeded
+    from ``(seed, i)``, so the first ``k`` games do not depend on ``num_games``.
+    """
+    _check_game(game)
+    _check_count("num_games", num_games)
+    env_cls = ENVS[game]
+    policy = noisy_policy(noise, reasoning=reasoning)
+    tools = tool_schemas(env_cls)
+    rows = []
+    for i, task in enumerate(TaskProvider(game, split, num_games, seed, difficulty)):
+        env = env_cls()
+        episode = run_episode(
+            env, task.row(), policy(env_cls, seed * 1_000_003 + i), TURN_LIMITS[game]
+        )
+        completion = episode.completion
+        if episode.truncated:
+            if game != "echo":
+                raise ValueError(
+                    f"{game} game {i} did not end within {TURN_LIMITS[game]} tool calls"
+                )
+            completion = completion[:-1]  # the call past the limit was never made
+        messages = episode.prompt + completion + [assistant_message(_closing(game, env))]
+        row = {"messages": messages, "tools": tools, "environment": game, "task": task.task}
+        validate_example(row)
+        rows.append(row)
+    return rows
+
+
+def sft_dataset(
+    game: str,
+    num_games: int = 100,
+    seed: int = 0,
+    noise: float = 0.0,
+    reasoning: bool = True,
+    split: str = "train",
+    difficulty: str | None = None,
+) -> Any:
+    """Solver-played SFT conversations for ``game``: columns ``messages``, ``tools``,
+    ``environment`` and ``task``.
+
+    ``noise`` is the noisy solver's blunder rate: blunders add states a perfect player never
+    reaches (a wasted guess, an invalid move and its error) and the recovery from them, at the
+    cost of training on the blunders too. ``reasoning=False`` leaves the assistant text empty.
+    Only ``split="train"`` tasks are used unless asked otherwise (Wordle's eval secrets never).
+    """
+    from datasets import Dataset
+
+    rows = sft_examples(game, num_games, seed, noise, reasoning, split, difficulty)
+    return Dataset.from_list(rows, features=_features())
+
+
+def validate_example(example: Mapping[str, Any]) -> Any:
+    """Replay an SFT example in a fresh env; raise ``ValueError`` where it disagrees, else
+    return the env as the replay left it.
+
+    Checks that the one user message ends with the reset observation and that every tool
+    message is what calling the assistant's tool calls (in order, as TRL does) returns, byte
+    for byte, with nothing but assistant turns in between.
+    """
+    game = _check_game(example["environment"])
+    messages = list(example["messages"])
+    env = ENVS[game]()
+    observation = env.reset(**example["task"])
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if len(users) != 1 or not messages[users[0]]["content"].endswith(observation):
+        raise ValueError("the example's one user message must end with the env's reset observation")
+    i = users[0] + 1
+    while i < len(messages):
+        message = messages[i]
+        if message["role"] != "assistant":
+            raise ValueError(f"message {i}: expected an assistant turn, got {message['role']!r}")
+        i += 1
+        for call in message.get("tool_calls") or []:
+            expected = call_tool(env, call)
+            actual = messages[i] if i < len(messages) else None
+            if actual is None or actual.get("role") != "tool":
+                raise ValueError(
+                    f"message {i}: missing the tool result of {call['function']['name']}"
+                )
+            if (actual.get("name"), actual.get("content")) != (
+                expected["name"],
+                expected["content"],
+            ):
+                raise ValueError(
+                    f"message {i}: tool result {actual.get('content')!r} differs from the env's "
+                    f"{expected['content']!r}"
+                )
+            i += 1
+    return env
+
+
+def load_sft(game: str) -> Any:
+    """The shipped SFT set of ``game`` (``data/sft/<game>/train.jsonl``) as a ``Dataset``."""
+    from datasets import Dataset
+
+    path = data_dir() / "sft" / _check_game(game) / "train.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return Dataset.from_list(rows, features=_features())
+
+
+# -- the shipped files ----------------------------------------------------------------------------
+def jsonl(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as JSON lines, one per row, in a byte-stable form."""
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
+def sft_command(game: str) -> str:
+    options = SHIPPED_SFT[game]
+    args = ", ".join(f"{key}={value!r}" for key, value in options.items())
+    return f"kit.data.sft_dataset({game!r}, {args})"
+
+
+def _sft_card(game: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    options = SHIPPED_SFT[game]
+    turns = sum(sum(m["role"] == "assistant" for m in row["messages"]) for row in rows)
+    won = sum(validate_example(row).won for row in rows)
+    size = len(jsonl(rows).encode("utf-8"))
+    held_out = " (the 31 held-out eval secrets never appear)" if game == "wordle" else ""
+    return f"""# kit SFT warm-up set: {game}
+
+Solver-played {game} games through `kit.envs.{ENVS[game].__name__}`, in the exact conversation
+format `GRPOTrainer(environment_factory={ENVS[game].__name__})` renders: system + user prompt
+with the reset observation appended, assistant turns with a short reasoning text and one tool
+call, tool results as TRL formats them (`{{'error': ...}}` for errors), and a closing message.
+
+- File: `train.jsonl` ({len(rows)} games, {turns} assistant turns, {size:,} bytes); columns
+  `messages`, `tools` (the tools' JSON schemas), `environment`, `task` (the reset columns).
+- Made by: `{sft_command(game)}`.
+  With probability {options["noise"]} per move the noisy solver blunders (plays the random
+  policy's well-formed move) and then plays on from the real state: the set shows recoveries
+  from states a perfect player never reaches, at the cost of also training on the blunders
+  (their reasoning text reads "Let me try ...").
+- Regenerate: `python -m kit.data --write data/` (byte-identical; `--check` compares).
+- Tasks: the train split only{held_out}; see `data/splits/README.md`.
+- Validation: every example was replayed in a fresh env and every tool result matched.
+- Games ending in a win: {won} of {len(rows)}.
+- Load: `kit.data.load_sft({game!r})`; train: `SFTTrainer(..., args=kit.train.sft_config(...))`.
+- Licence: Apache-2.0, like the kit. The games' texts follow TextArena / OpenSpiel / OpenEnv
+  (Apache-2.0); Wordle's words come from NLTK's Basic English list and word corpus.
+"""
+
+
+_SPLITS_CARD = """# Fixed task splits
+
+Made by `kit.data.make_splits()`; regenerate with `python -m kit.data --write data/`.
+
+- `wordle.json`: the 156 secrets of `data/wordle/secrets.txt` shuffled with
+  `random.Random({seed})`; the first {wordle_eval} are held out (`eval`), the other {wordle_train}
+  are `train`. SFT sets and `task_dataset("wordle", "train")` use only `train`.
+- `sudoku.json`: {sudoku_eval} eval puzzles ({difficulty!r} difficulty, TextArena's clue count),
+  from engine seeds {first}..{last}. Training puzzles come from seeds below {first} and are
+  never equal to an eval puzzle; a few may share a bank puzzle with one up to relabelling and
+  row/column permutations (the engine disguises 1000 base puzzles per difficulty).
+- Catch has five tasks (the ball's starting column); train and eval both hold all five.
+- Echo has no task.
+
+Licence: Apache-2.0. The secrets are Ogden's Basic English nouns as TextArena selects them.
+"""
+
+
+def write(root: Path) -> list[Path]:
+    """Write ``data/splits`` and ``data/sft`` under ``root``; return the files written."""
+    splits = make_splits()
+    written = []
+    folder = root / "splits"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("wordle", "sudoku"):
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(splits[name], indent=1) + "\n", encoding="utf-8")
+        written.append(path)
+    card = _SPLITS_CARD.format(
+        seed=SPLIT_SEED,
+        wordle_eval=len(splits["wordle"]["eval"]),
+        wordle_train=len(splits["wordle"]["train"]),
+        sudoku_eval=len(splits["sudoku"]["eval"]),
+        difficulty=SUDOKU_DIFFICULTY,
+        first=splits["sudoku"]["eval_seeds"][0],
+        last=splits["sudoku"]["eval_seeds"][1],
+    )
+    (folder / "README.md").write_text(card, encoding="utf-8")
+    written.append(folder / "README.md")
+    _splits.cache_clear()
+    for game, options in SHIPPED_SFT.items():
+        rows = sft_examples(game, **options)
+        folder = root / "sft" / game
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "train.jsonl").write_text(jsonl(rows), encoding="utf-8")
+        (folder / "README.md").write_text(_sft_card(game, rows), encoding="utf-8")
+        written += [folder / "train.jsonl", folder / "README.md"]
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kit.data", description=__doc__.split("\n")[0])
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument(
+        "--write", type=Path, metavar="DIR", help="write the splits and SFT sets under DIR"
+    )
+    group.add_argument("--check", type=Path, metavar="DIR", help="regenerate and compare with DIR")
+    args = parser.parse_args(argv)
+    if args.write:
+        for path in write(args.write):
+            print(path)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = write(Path(tmp))
+        stale = [
+            str(path.relative_to(tmp))
+            for path in fresh
+            if not (args.check / path.relative_to(tmp)).is_file()
+            or (args.check / path.relative_to(tmp)).read_bytes() != path.read_bytes()
+        ]
+    if stale:
+        print("differs from a fresh build:", *stale, sep="\n  ")
+        return 1
+    print("all files match a fresh build")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

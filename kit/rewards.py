@@ -1,0 +1,650 @@
+"""Reward shaping for the tool envs: small named signals, composed into TRL reward functions.
+
+Why: GRPO learns only from differences inside a group, and the reference rewards are sparse (a
+win pays 1, nothing else pays until the game ends) or invite degenerate play (TextArena pays
+Wordle's partial credit on a game ended by invalid moves). This module has:
+
+* **Signals**: ``signal(rollout) -> float``, one per idea (``won``, ``guesses_left``,
+  ``partial_credit``, ``failed_calls``, ``repeated_calls``, ``called_tool``, ``env_reward``).
+  Each docstring says what it rewards, why, and which degenerate policy it guards against.
+  A ``Rollout`` is the env after the episode plus, when known, TRL's completion messages.
+* **``Reward``**: a weighted sum of named signals. It *is* a TRL reward function
+  (``reward(completions=..., environments=..., **columns) -> list[float | None]``), logs each
+  signal through TRL's ``log_metric``, and ``split()`` gives one function per signal with the
+  ``reward_weights`` to pass to ``GRPOConfig``. ``default_reward(game)`` is each game's choice.
+* **Several environments**: ``reward.for_environment("wordle")`` scores only the rows whose
+  ``environment`` column says so (``None`` elsewhere: TRL ignores it) under its own name, and
+  ``validate_environments(dataset, factories, rewards)`` checks the names before training.
+* **Outside the trainer**: ``score(task, response)`` replays one response or trajectory in a
+  fresh env and returns the total and each named signal, as llenvs' scorers do; thin adapters
+  for single-turn TRL (``single_turn_reward``), veRL (``compute_score``) and OpenRLHF
+  (``reward_func``) reuse it.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.envs import ENVS
+from kit.solvers.policies import call_tool
+
+Message = dict[str, Any]
+
+
+# -- what one episode left behind ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Call:
+    """One tool call the model made, and the error it got (None if it succeeded)."""
+
+    name: str
+    arguments: Any
+    error: str | None
+
+
+@dataclass
+class Rollout:
+    """One finished episode as a reward sees it: the env instance and TRL's completion messages.
+
+    ``completion`` is optional; with it, ``calls`` also counts what never reached the env (an
+    unknown tool name, a wrong argument name), exactly as TRL's ``tools/failure_frequency`` does.
+    """
+
+    env: Any
+    completion: Sequence[Message] | None = None
+
+    @property
+    def game(self) -> Any:
+        return self.env.game
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every tool call of the episode, in order, with its error."""
+        if self.completion is None:
+            return [Call(c.tool, c.arguments, c.error) for c in self.env.calls]
+        calls: list[Call] = []
+        pending: list[tuple[str, Any]] = []
+        for message in self.completion:
+            if message.get("role") == "assistant":
+                calls.extend(Call(name, args, None) for name, args in pending)
+                pending = [_name_and_arguments(call) for call in message.get("tool_calls") or []]
+            elif message.get("role") == "tool" and pending:
+                name, arguments = pending.pop(0)
+                calls.append(Call(name, arguments, _tool_error(message.get("content"))))
+        # Calls left without a result: TRL's last iteration, or results dropped for length.
+        calls.extend(Call(name, args, None) for name, args in pending)
+        return calls
+
+
+def _name_and_arguments(call: Mapping[str, Any]) -> tuple[str, Any]:
+    function = call.get("function") or {}
+    return str(function.get("name", call.get("name", "unknown"))), function.get("arguments")
+
+
+def _tool_error(content: Any) -> str | None:
+    """The message of a tool result TRL built from an exception (``str({'error': msg})``)."""
+    if not isinstance(content, str) or not content.startswith(("{'error': ", '{"error": ')):
+        return None
+    try:
+        value = ast.literal_eval(content)
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return str(value["error"])
+    return None
+
+
+Signal = Callable[[Rollout], float]
+
+
+def _game_name(rollout: Rollout) -> str:
+    return getattr(rollout.env, "game_name", type(rollout.env).__name__)
+
+
+def _ended_on_invalid_move(rollout: Rollout) -> bool:
+    env = rollout.env
+    calls = env.calls
+    return bool(env.done and not env.won and calls and calls[-1].error is not None)
+
+
+# -- signals --------------------------------------------------------------------------------------
+def won(rollout: Rollout) -> float:
+    """1.0 for a won game, else 0.0: the task itself.
+
+    Alone it is sparse: a group in which nobody (or everybody) wins has zero spread and teaches
+    nothing; the other signals exist to separate such rollouts.
+    """
+    return 1.0 if rollout.env.won else 0.0
+
+
+def guesses_left(rollout: Rollout) -> float:
+    """Wordle: on a win, the share of spare guesses, ``(max - used) / (max - 1)``; else 0.0.
+
+    Rewards winning sooner (1.0 for a first-guess win, 0.0 on the last guess). Paid only on a
+    win, so it cannot be earned by ending the game early; guards against a policy indifferent
+    to speed, which the reference's flat win reward cannot tell apart from a fast one.
+    Other games take a fixed number of moves to win, so they have no such bonus.
+    """
+    if _game_name(rollout) != "wordle":
+        raise ValueError(
+            "guesses_left is a Wordle signal: other games win in a fixed number of moves"
+        )
+    game = rollout.game
+    if not game.won:
+        return 0.0
+    spare = game.max_guesses - len(game.guesses)
+    return spare / (game.max_guesses - 1) if game.max_guesses > 1 else 1.0
+
+
+def partial_credit(rollout: Rollout) -> float:
+    """Progress short of a win, in [0, 1], per game.
+
+    * Wordle: the *best* ``(greens + 0.5 * yellows) / length`` of any accepted guess so far.
+      The reference scores the *last* guess and only once the game is over, so a policy has to
+      spend all six guesses to be paid at all, and does best to end on its best guess or to end
+      the game with two invalid moves right after a good one. The best-so-far never drops, so
+      there is nothing to gain by burning guesses or by stopping early.
+    * Sudoku: the share of the originally empty cells filled correctly so far.
+    * Catch: once the ball has landed, ``1 - |paddle - ball| / (columns - 1)``; 0.0 before,
+      so a policy that stops moving half-way is paid nothing.
+
+    Forfeited (0.0) when invalid moves ended the game (Wordle, Sudoku): the reference pays
+    exactly that case, which teaches a policy to end a game on purpose to cash in its progress.
+    Echo has nothing to make progress on and raises ``ValueError``.
+    """
+    name, game = _game_name(rollout), rollout.game
+    if name in ("wordle", "sudoku") and _ended_on_invalid_move(rollout):
+        return 0.0
+    if name == "wordle":
+        return float(game.best_partial)
+    if name == "sudoku":
+        return game.correct_cells / game.empty_cells if game.empty_cells else 0.0
+    if name == "catch":
+        if not game.done:
+            return 0.0
+        return 1.0 - abs(game.paddle_col - game.ball_col) / max(game.columns - 1, 1)
+    raise ValueError(f"no partial credit for game {name!r}: use env_reward for echo")
+
+
+def failed_calls(rollout: Rollout) -> float:
+    """How many tool calls failed: malformed arguments, moves the game rejects, moves after the
+    end, unknown tools (the last only when the completion is known). Use a negative weight.
+
+    Guards against spraying cheap malformed calls, and against the reference's one-warning
+    rule, under which one invalid move is free. Bounded by TRL's ``max_tool_calling_iterations``.
+    """
+    return float(sum(call.error is not None for call in rollout.calls))
+
+
+def repeated_calls(rollout: Rollout) -> float:
+    """How many calls repeat an earlier call of the episode exactly (tool and arguments). Use a
+    negative weight.
+
+    Guards against loops: re-guessing a Wordle word, re-placing a Sudoku digit, re-sending an
+    echo. Not for Catch, where repeating LEFT is normal play.
+    """
+    seen: set[str] = set()
+    repeats = 0
+    for call in rollout.calls:
+        key = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        repeats += key in seen
+        seen.add(key)
+    return float(repeats)
+
+
+def called_tool(rollout: Rollout) -> float:
+    """1.0 if the model made at least one tool call (valid or not), else 0.0: format.
+
+    A fresh small model never calls a tool, so every rollout scores the same and GRPO has no
+    gradient; this separates "tried" from "did nothing". One junk call earns it, so keep its
+    weight below what real progress pays and pair it with ``failed_calls``.
+    """
+    return 1.0 if rollout.calls else 0.0
+
+
+def env_reward(rollout: Rollout) -> float:
+    """The reference's own reward (``env.reward``): Wordle 1 / last guess's partial credit,
+    Sudoku 1 / fraction filled, Catch +1 / -1 at the end, Echo ``len(message) * 0.1``.
+
+    Echo's grows with message length without bound: a policy can farm it with long messages.
+    """
+    return float(rollout.env.reward)
+
+
+# -- composing them -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Term:
+    """One named, weighted signal of a ``Reward``."""
+
+    name: str
+    signal: Signal
+    weight: float
+
+
+@dataclass(frozen=True)
+class Score:
+    """A scored episode: the total and each signal's weighted share (they sum to the total)."""
+
+    total: float
+    signals: dict[str, float]
+    env: Any = field(default=None, repr=False, compare=False)
+
+
+class Reward:
+    """A weighted sum of named signals; a TRL reward function for ``environment_factory`` training.
+
+    ``game`` (optional) is the game whose envs it accepts: another game's env raises
+    ``ValueError`` instead of being scored by the wrong rules. ``environment`` (set by
+    ``for_environment``) makes it score only the rows whose ``environment`` column holds that
+    name and return ``None`` (TRL: ignored) for the others.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        terms: Mapping[str, tuple[Signal, float]] | Sequence[Term],
+        game: str | None = None,
+        environment: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a reward needs a non-empty name, got {name!r}")
+        if isinstance(terms, Mapping):
+            terms = [Term(key, signal, weight) for key, (signal, weight) in terms.items()]
+        terms = list(terms)
+        if not terms:
+            raise ValueError("a reward needs at least one term")
+        names = [term.name for term in terms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"term names must be unique, got {names}")
+        for term in terms:
+            if not callable(term.signal):
+                raise ValueError(f"term {term.name!r}: signal must be callable")
+            if not isinstance(term.weight, (int, float)) or not math.isfinite(term.weight):
+                raise ValueError(f"term {term.name!r}: weight must be a finite number")
+        if game is not None and game not in ENVS:
+            raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
+        self.__name__ = name  # TRL logs a reward function under its __name__
+        self.terms: tuple[Term, ...] = tuple(terms)
+        self.game = game
+        self.environment = environment
+
+    def __repr__(self) -> str:
+        terms = " + ".join(f"{t.weight:g}*{t.name}" for t in self.terms)
+        where = f", environment={self.environment!r}" if self.environment else ""
+        return f"Reward({self.__name__!r}: {terms}{where})"
+
+    def signals(self, rollout: Rollout) -> dict[str, float]:
+        """Each term's weighted value for one rollout."""
+        if self.game is not None and _game_name(rollout) != self.game:
+            raise ValueError(
+                f"reward {self.__name__!r} scores {self.game} envs, got "
+                f"{type(rollout.env).__name__}; "
+                "route rewards with for_environment() when training on several environments"
+            )
+        return {term.name: term.weight * float(term.signal(rollout)) for term in self.terms}
+
+    def score(self, env: Any, completion: Sequence[Message] | None = None) -> Score:
+        """The total and the named signals for one finished env (and its completion, if known)."""
+        values = self.signals(Rollout(env, completion))
+        return Score(sum(values.values()), values, env)
+
+    def __call__(
+        self,
+        completions: Sequence[Any] | None = None,
+        environments: Sequence[Any] | None = None,
+        environment: Sequence[str] | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
+        """TRL's reward-function signature; ``environment`` is the dataset's routing column."""
+        if environments is None:
+            raise ValueError(
+                f"reward {self.__name__!r} reads the env state: train with "
+                "GRPOTrainer(environment_factory=...), or use kit.rewards.single_turn_reward"
+            )
+        if self.environment is not None and environment is None:
+            raise ValueError(
+                f"reward {self.__name__!r} is routed to environment {self.environment!r}, but the "
+                "dataset has no 'environment' column"
+            )
+        rewards: list[float | None] = []
+        sums: Counter[str] = Counter()
+        scored = 0
+        for i, env in enumerate(environments):
+            if self.environment is not None and environment[i] != self.environment:
+                rewards.append(None)
+                continue
+            completion = completions[i] if completions is not None else None
+            if completion is not None and not isinstance(completion, list):
+                completion = None  # a plain-text completion carries no tool messages
+            values = self.signals(Rollout(env, completion))
+            sums.update(values)
+            scored += 1
+            rewards.append(sum(values.values()))
+        if log_metric is not None and scored and len(self.terms) > 1:
+            for term in self.terms:
+                log_metric(f"rewards/{self.__name__}/{term.name}", sums[term.name] / scored)
+        return rewards
+
+    def for_environment(self, environment: str, name: str | None = None) -> Reward:
+        """This reward, scoring only the rows of ``environment`` (the ``environment`` column's
+        value, i.e. a key of the ``environment_factory`` dict), logged under its own name."""
+        if not isinstance(environment, str) or not environment:
+            raise ValueError(f"environment must be a non-empty name, got {environment!r}")
+        if name is None:
+            own = self.__name__ == environment or self.__name__.startswith(f"{environment}_")
+            name = self.__name__ if own else f"{environment}_{self.__name__}"
+        return Reward(name, self.terms, self.game, environment)
+
+    def split(self) -> tuple[list[Reward], list[float]]:
+        """One reward function per term (unweighted) and the weights to pass as
+        ``GRPOConfig(reward_weights=...)``: same total, each signal logged by TRL on its own."""
+        parts = [
+            Reward(
+                f"{self.__name__}_{term.name}",
+                [Term(term.name, term.signal, 1.0)],
+                self.game,
+                self.environment,
+            )
+            for term in self.terms
+        ]
+        return parts, [float(term.weight) for term in self.terms]
+
+
+def default_reward(game: str) -> Reward:
+    """The reward each game's notebooks train with; ``kit.diagnostics`` checks that it ranks
+    solver > noisy solver > random play.
+
+    * wordle: won + 0.2 guesses_left + 0.5 partial_credit - 0.1 failed_calls
+      - 0.1 repeated_calls + 0.1 called_tool
+    * sudoku: won + 0.5 partial_credit - 0.05 failed_calls - 0.05 repeated_calls + 0.1 called_tool
+    * catch: won + 0.5 partial_credit - 0.1 failed_calls + 0.1 called_tool
+    * echo: env_reward - 0.1 repeated_calls + 0.1 called_tool
+
+    A win always outweighs any partial credit; the format term is worth less than any progress.
+    """
+    terms: dict[str, dict[str, tuple[Signal, float]]] = {
+        "wordle": {
+            "won": (won, 1.0),
+            "sooner": (guesses_left, 0.2),
+            "partial": (partial_credit, 0.5),
+            "failed": (failed_calls, -0.1),
+            "repeated": (repeated_calls, -0.1),
+            "format": (called_tool, 0.1),
+        },
+        "sudoku": {
+            "won": (won, 1.0),
+            "partial": (partial_credit, 0.5),
+            "failed": (failed_calls, -0.05),
+            "repeated": (repeated_calls, -0.05),
+            "format": (called_tool, 0.1),
+        },
+        "catch": {
+            "won": (won, 1.0),
+            "partial": (partial_credit, 0.5),
+            "failed": (failed_calls, -0.1),
+            "format": (called_tool, 0.1),
+        },
+        "echo": {
+            "env": (env_reward, 1.0),
+            "repeated": (repeated_calls, -0.1),
+            "format": (called_tool, 0.1),
+        },
+    }
+    if game not in terms:
+        raise ValueError(f"unknown game {game!r}; choose one of {sorted(terms)}")
+    return Reward(game, terms[game], game=game)
+
+
+def routed_rewards(factories: Mapping[str, Any]) -> list[Reward]:
+    """Each env's default reward, routed to its name in an ``environment_factory`` dict."""
+    rewards = []
+    for name, factory in factories.items():
+        game = getattr(factory, "game_name", None)
+        if game is None:
+            raise ValueError(f"environment {name!r}: {factory!r} is not a kit.envs class")
+        rewards.append(default_reward(game).for_environment(name))
+    return rewards
+
+
+# -- several environments: check before training ---------------------------------------------------
+def validate_environments(
+    dataset: Any, factories: Mapping[str, Callable[[], Any]], rewards: Sequence[Any] = ()
+) -> dict[str, int]:
+    """Check a multi-environment dataset against its ``environment_factory`` dict and rewards.
+
+    TRL only finds an unknown ``environment`` name when a batch holding it comes up, possibly
+    hours in. This raises ``ValueError`` at once if: the ``environment`` column is missing; a
+    name in it is not a key of ``factories`` (with the closest key); the first row of an env
+    does not reset it (a task column missing or wrong); a prompt does not end with whitespace
+    although the env's observation is glued to it; a routed reward names an env not in
+    ``factories``; or, when ``rewards`` are given, some env's rows get no reward at all (TRL
+    would give them advantage 0). Returns the number of rows per environment.
+    """
+    if not isinstance(factories, Mapping) or not factories:
+        raise ValueError("factories must be a non-empty dict {environment name: factory}")
+    columns = list(
+        getattr(dataset, "column_names", None) or (dataset[0].keys() if len(dataset) else [])
+    )
+    if "environment" not in columns:
+        raise ValueError(
+            f"the dataset has no 'environment' column (columns: {columns}); TRL routes each row "
+            "of a dict environment_factory by it"
+        )
+    names = list(dataset["environment"])
+    counts = Counter(names)
+    for name in counts:
+        if name not in factories:
+            row = names.index(name)
+            close = difflib.get_close_matches(str(name), [str(k) for k in factories], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"row {row} has environment={name!r}, which is not in environment_factory "
+                f"(choose one of {sorted(factories)}){hint}"
+            )
+    for name in counts:
+        index = names.index(name)
+        row = {key: value for key, value in dataset[index].items() if key != "environment"}
+        try:
+            observation = factories[name]().reset(**row)
+        except Exception as error:
+            raise ValueError(
+                f"row {index} (environment {name!r}): reset failed: {error}"
+            ) from error
+        prompt = row.get("prompt")
+        if isinstance(observation, str) and isinstance(prompt, list) and prompt:
+            content = prompt[-1].get("content")
+            if (
+                isinstance(content, str)
+                and content
+                and observation
+                and not (content[-1].isspace() or observation[0].isspace())
+            ):
+                raise ValueError(
+                    f"row {index} (environment {name!r}): TRL appends the observation to the "
+                    f"prompt with no separator, giving ...{content[-20:] + observation[:20]!r}...; "
+                    "end the prompt with a separator such as '\\n\\n'"
+                )
+    routed = [getattr(reward, "environment", None) for reward in rewards]
+    for environment in routed:
+        if environment is not None and environment not in factories:
+            raise ValueError(
+                f"a reward is routed to environment {environment!r}, which is not in "
+                f"environment_factory (choose one of {sorted(factories)})"
+            )
+    if rewards and None not in routed:
+        missing = sorted(set(counts) - set(routed))
+        if missing:
+            raise ValueError(f"rows of {missing} get no reward from any reward function")
+    return dict(counts)
+
+
+# -- scoring outside the trainer ----------------------------------------------------------------
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def parse_tool_calls(text: str) -> list[dict[str, Any]]:
+    """The ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks of a response
+    (Qwen / Hermes syntax), in TRL's message form. If any block is malformed the whole response
+    counts as plain text (no calls), as TRL's parser falls back to."""
+    calls = []
+    for block in _TOOL_CALL.findall(text):
+        try:
+            payload = json.loads(block)
+            arguments = payload["arguments"]
+            if isinstance(arguments, str):
+                arguments = json.loads(arguments)
+            name = payload["name"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return []
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return []
+        calls.append({"type": "function", "function": {"name": name, "arguments": arguments}})
+    return calls
+
+
+def _assistant_turns(response: Any) -> list[Message]:
+    """The assistant turns of a response: text, messages or a ``kit.trajectory.Trajectory``."""
+    if isinstance(response, str):
+        return [
+            {"role": "assistant", "content": response, "tool_calls": parse_tool_calls(response)}
+        ]
+    messages = getattr(response, "messages", response)
+    if not isinstance(messages, Sequence):
+        raise ValueError(
+            "response must be a str, a list of messages or a Trajectory, got "
+            f"{type(response).__name__}"
+        )
+    turns = []
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        if not calls and isinstance(message.get("content"), str):
+            calls = parse_tool_calls(message["content"])  # text TRL could not parse: no tools given
+        turns.append(
+            {
+                "role": "assistant",
+                "content": message.get("content") or "",
+                "tool_calls": calls or [],
+            }
+        )
+    return turns
+
+
+def replay(game: str, task: Mapping[str, Any], response: Any) -> tuple[Any, list[Message]]:
+    """Reset a fresh ``kit.envs`` env of ``game`` from ``task`` and run the response's tool calls
+    (recorded results are ignored); return the env and the completion as TRL would hold it."""
+    if game not in ENVS:
+        raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
+    env = ENVS[game]()
+    env.reset(**{key: value for key, value in task.items() if key != "environment"})
+    completion: list[Message] = []
+    for turn in _assistant_turns(response):
+        completion.append(turn)
+        completion.extend(call_tool(env, call) for call in turn["tool_calls"])
+    return env, completion
+
+
+def _as_task(task: Any, response: Any = None) -> dict[str, Any]:
+    """The reset columns of a task given as a dict, a JSON object, or None (a Trajectory's own)."""
+    if isinstance(task, str):
+        try:
+            task = json.loads(task)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"task must be a dict or a JSON object, got {task[:60]!r}") from error
+    if task is None:
+        task = getattr(response, "task", None)
+    if not isinstance(task, Mapping):
+        raise ValueError(f"task must be a dict of reset columns, got {type(task).__name__}")
+    return dict(task)
+
+
+def _game_of(task: Mapping[str, Any], game: str | None, response: Any = None) -> str:
+    game = game or task.get("environment") or getattr(response, "env", None)
+    if game not in ENVS:
+        raise ValueError(
+            "cannot tell the game: pass game= or give the task an 'environment' key, one of "
+            f"{sorted(ENVS)}; got {game!r}"
+        )
+    return game
+
+
+def score(
+    task: Mapping[str, Any] | str | None,
+    response: Any,
+    game: str | None = None,
+    reward: Reward | None = None,
+) -> Score:
+    """Score one response, or one finished trajectory, against a task.
+
+    ``task`` holds the reset columns (``{"secret": "sheep"}``; a JSON string works too; ``None``
+    takes a Trajectory's own), ``game`` defaults to its ``environment`` key (or the
+    Trajectory's ``env``); ``response`` is the model's text (tool calls in ``<tool_call>``
+    tags), a list of messages or a ``kit.trajectory.Trajectory``. Its tool calls are replayed in
+    a fresh env; ``reward`` defaults to the game's ``default_reward``.
+    """
+    task = _as_task(task, response)
+    game = _game_of(task, game, response)
+    env, completion = replay(game, task, response)
+    return (reward or default_reward(game)).score(env, completion)
+
+
+def single_turn_reward(game: str, reward: Reward | None = None) -> Callable[..., list[float]]:
+    """A TRL reward function for plain GRPO (no ``environment_factory``): each completion's tool
+    calls are replayed in a fresh env reset from the row's task columns."""
+    game = _game_of({}, game)
+    reward = reward or default_reward(game)
+    task_keys = ENVS[game].task_keys
+
+    def function(completions: Sequence[Any], **columns: Any) -> list[float]:
+        totals = []
+        for i, completion in enumerate(completions):
+            task = {key: columns[key][i] for key in task_keys if key in columns}
+            task = {key: value for key, value in task.items() if value is not None}
+            totals.append(score(task, completion, game, reward).total)
+        return totals
+
+    function.__name__ = reward.__name__
+    return function
+
+
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None
+) -> dict[str, float]:
+    """veRL's custom reward function (``custom_reward_function.path=<this file>``): the game is
+    ``ground_truth``'s ``environment`` key or ``data_source`` (``"wordle"`` or ``"kit/wordle"``),
+    ``ground_truth`` the task (dict or JSON). Returns ``{"score": total, <signal>: value, ...}``;
+    veRL logs the extra keys."""
+    del extra_info
+    task = _as_task(ground_truth)
+    source = data_source.rsplit("/", 1)[-1] if isinstance(data_source, str) else None
+    result = score(task, solution_str, task.get("environment") or source)
+    return {"score": result.total, **result.signals}
+
+
+def reward_func(
+    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any]
+) -> dict[str, Any]:
+    """OpenRLHF's remote reward function (``--remote_rm_url <this file>``, ``--label_key``): each
+    label is the task as JSON with an ``environment`` key; the response is the query after its
+    prompt. Returns ``{"rewards", "scores", "extra_logs"}`` tensors."""
+    import torch
+
+    totals, logs = [], {}
+    for i, (query, prompt, label) in enumerate(zip(queries, prompts, labels, strict=True)):
+        response = query[len(prompt) :] if query.startswith(prompt) else query
+        result = score(label, response)
+        totals.append(result.total)
+        for name, value in result.signals.items():
+            logs.setdefault(name, [0.0] * len(queries))[i] = value
+    rewards = torch.tensor(totals, dtype=torch.float32)
+    extra = {name: torch.tensor(values, dtype=torch.float32) for name, values in logs.items()}
+    return {"rewards": rewards, "scores": rewards, "extra_logs": extra}

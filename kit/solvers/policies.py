@@ -1,0 +1,445 @@
+"""Policies of known strength, and the loop that plays them through the tool envs as TRL does.
+
+Why: a reward has to be checked before GPU hours are spent on it, and SFT warm-up data has to
+look exactly like a GRPO rollout. Both need episodes played through the same ``kit.envs`` objects
+TRL hands to reward functions, in TRL's message format, by players whose ranking is known: the
+solver, a noisy solver that blunders with probability ``p``, a random-but-valid player, or a
+model. ``kit.diagnostics`` and ``kit.data`` are built on this module.
+
+A **policy** maps the conversation so far to the next assistant message, in the form TRL's
+response parser gives::
+
+    {"role": "assistant", "content": "short reasoning",
+     "tool_calls": [{"type": "function",
+                     "function": {"name": "guess", "arguments": {"word": "crane"}}}]}
+
+A message without tool calls ends the episode, as a model's final answer ends TRL's tool loop.
+A **policy factory** ``factory(env_cls, seed) -> policy`` makes a fresh player per episode;
+``solver_policy()``, ``noisy_policy(p)``, ``random_policy()`` and ``model_policy(model, tok)``
+return factories. ``run_episode`` resets an env from a dataset row and plays one episode.
+
+The scripted players read the game state from the observation text only (never from the env),
+so a blunder the noisy solver swaps in is seen, like any move, through the board or the feedback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import re
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from kit.games import make
+from kit.games.wordle import dictionary
+from kit.solvers import solver
+from kit.solvers.catch import _last_board as _catch_board
+from kit.solvers.sudoku import _last_board as _sudoku_board
+
+Message = dict[str, Any]
+Policy = Callable[[list[Message]], Message]
+PolicyFactory = Callable[[type, int], Policy]
+
+# TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
+_NOT_TOOLS = ("reset", "get_reward")
+_FEEDBACK = re.compile(r"You submitted \[(\w+)\]\.\nFeedback:\n[^\n]*\n([GYX](?: [GYX])*)")
+_SUDOKU_MOVE = re.compile(r"\[(\d) (\d) (\d)\]")
+
+
+# -- TRL's message format -----------------------------------------------------------------------
+def assistant_message(
+    content: str = "", calls: Sequence[tuple[str, dict[str, Any]]] = ()
+) -> Message:
+    """An assistant turn as TRL's response parser returns it: content, then the tool calls."""
+    message: Message = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"type": "function", "function": {"name": name, "arguments": dict(arguments)}}
+            for name, arguments in calls
+        ]
+    return message
+
+
+def env_tools(env: Any) -> dict[str, Callable[..., Any]]:
+    """The tools TRL exposes for ``env``: its class's public functions but reset/get_reward."""
+    return {
+        name: getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in _NOT_TOOLS and not name.startswith("_")
+    }
+
+
+def tool_schemas(env_cls: type) -> list[dict[str, Any]]:
+    """The JSON schemas of ``env_cls``'s tools, as transformers builds them for TRL's prompt."""
+    from transformers.utils import get_json_schema
+
+    return [get_json_schema(tool) for tool in env_tools(env_cls()).values()]
+
+
+def call_tool(env: Any, call: dict[str, Any]) -> Message:
+    """Run one tool call as TRL's ``_tool_call_loop`` does; return the tool message it appends.
+
+    Any exception becomes the result ``{'error': '<message>'}`` (TRL catches ``Exception``, not
+    only ``ValueError``), an unknown name gives TRL's ``Tool <name> not found.``, and the content
+    is ``str(result)``.
+    """
+    if call.get("type") != "function":
+        name = call.get("name", "unknown")
+        result: Any = {"error": f"Unsupported tool call type: {call.get('type')}"}
+        return {"role": "tool", "name": name, "content": str(result)}
+    function = call["function"]
+    name = function["name"]
+    tools = env_tools(env)
+    try:
+        if name not in tools:
+            raise ValueError(f"Tool {name} not found.")
+        result = tools[name](**function["arguments"])
+    except Exception as error:  # noqa: BLE001 - TRL shows every tool exception to the model
+        result = {"error": str(error)}
+    return {"role": "tool", "name": name, "content": str(result)}
+
+
+def with_observation(prompt: list[Message], observation: Any) -> list[Message]:
+    """The prompt TRL generates from: the reset observation glued to the last message's content.
+
+    TRL adds no separator, so a prompt should end with one (``"\\n\\n"``).
+    """
+    if observation is None:
+        return [dict(message) for message in prompt]
+    last = prompt[-1]
+    return [dict(message) for message in prompt[:-1]] + [
+        {**last, "content": last["content"] + observation}
+    ]
+
+
+# -- episodes -----------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    """One episode as TRL's reward functions see it: prompt, completion and the env afterwards."""
+
+    prompt: list[Message]  # the row's prompt with the reset observation appended
+    completion: list[Message]  # assistant turns and tool results, TRL's ``completions`` entry
+    env: Any  # the env instance after the episode: what ``environments=`` holds
+    row: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False  # stopped at max_iterations while the policy still called tools
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.prompt + self.completion
+
+
+def run_episode(
+    env: Any,
+    row: dict[str, Any],
+    policy: Policy,
+    max_iterations: int = 100,
+    stop_when_done: bool = True,
+) -> Episode:
+    """Reset ``env`` from ``row`` and let ``policy`` play, through the env's tools, as TRL would.
+
+    ``reset`` gets every column (``prompt`` included) except ``environment``, as TRL's
+    multi-environment routing passes them. The loop ends when the policy answers without a
+    tool call, after ``max_iterations`` rounds of tool calls (TRL's
+    ``max_tool_calling_iterations``: a call requested after that is left unexecuted), or, with
+    ``stop_when_done``, as soon as the game is over, as a player that stops at the end would.
+    """
+    if (
+        isinstance(max_iterations, bool)
+        or not isinstance(max_iterations, int)
+        or max_iterations < 1
+    ):
+        raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+    columns = {key: value for key, value in row.items() if key != "environment"}
+    prompt = columns.get("prompt") or [{"role": "user", "content": ""}]
+    prompt = with_observation(prompt, env.reset(**columns))
+    completion: list[Message] = []
+    iterations, truncated = 0, False
+    while not (stop_when_done and env.done):
+        message = policy(prompt + completion)
+        completion.append(message)
+        calls = message.get("tool_calls") or []
+        if not calls:
+            break
+        if iterations == max_iterations:
+            truncated = True
+            break
+        completion.extend(call_tool(env, call) for call in calls)
+        iterations += 1
+    return Episode(prompt, completion, env, dict(row), truncated)
+
+
+# -- reading the game from the text -------------------------------------------------------------
+def _newest_text(messages: list[Message]) -> str:
+    """What the game added since the player's last move: the trailing tool results or the prompt."""
+    tail: list[str] = []
+    for message in reversed(messages):
+        if message["role"] != "tool":
+            break
+        tail.append(str(message["content"]))
+    if tail:
+        return "".join(reversed(tail))
+    return str(messages[-1]["content"])
+
+
+def _texts(messages: list[Message]) -> list[str]:
+    """Every text the game showed, oldest first (the first user message holds the reset text)."""
+    return [str(m["content"]) for m in messages if m["role"] in ("user", "tool")]
+
+
+def _own_calls(messages: list[Message]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (call["function"]["name"], call["function"]["arguments"])
+        for m in messages
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+    ]
+
+
+def _latest(messages: list[Message], parse: Callable[[str], Any]) -> Any:
+    for text in reversed(_texts(messages)):
+        found = parse(text)
+        if found is not None:
+            return found
+    return None
+
+
+def _candidates(board: list[int], cell: int) -> list[int]:
+    """Digits that the row, column and box of ``cell`` still allow."""
+    r, c = divmod(cell, 9)
+    r0, c0 = r - r % 3, c - c % 3
+    seen = {board[9 * r + k] for k in range(9)} | {board[9 * k + c] for k in range(9)}
+    seen |= {board[9 * (r0 + a) + c0 + b] for a in range(3) for b in range(3)}
+    return [d for d in range(1, 10) if d not in seen]
+
+
+@cache
+def _sorted_dictionary(word_length: int) -> tuple[str, ...]:
+    return tuple(sorted(dictionary(word_length)))  # sorted: set order changes between processes
+
+
+def to_tool_call(game: str, action: str) -> tuple[str, dict[str, Any]]:
+    """The ``kit.envs`` tool call that plays a solver's action (``"[crane]"``, ``"LEFT"``, ...)."""
+    if game == "wordle":
+        return "guess", {"word": action.strip().strip("[]")}
+    if game == "catch":
+        direction = action.strip().strip("[]").upper()
+        return ("stay", {}) if direction == "STAY" else ("move", {"direction": direction})
+    if game == "sudoku":
+        match = _SUDOKU_MOVE.fullmatch(action.strip())
+        if match is None:
+            raise ValueError(f"not a Sudoku move of the form '[row col number]': {action!r}")
+        row, col, number = (int(x) for x in match.groups())
+        return "place", {"row": row, "col": col, "number": number}
+    if game == "echo":
+        return "echo", {"message": action}
+    raise ValueError(f"no tool mapping for game {game!r}; choose wordle, catch, sudoku or echo")
+
+
+# -- what a move is and why ---------------------------------------------------------------------
+def _reason(game: str, messages: list[Message], call: tuple[str, dict[str, Any]]) -> str:
+    """One or two sentences on why the solver's move is right, from what the game has shown."""
+    arguments = call[1]
+    if game == "wordle":
+        return _wordle_reason(messages, arguments["word"])
+    if game == "catch":
+        ball, paddle = _latest(messages, _catch_board)
+        where = (
+            "is under the ball: stay"
+            if ball == paddle
+            else ("must go left" if ball < paddle else "must go right")
+        )
+        return (
+            f"The ball is in column {ball + 1} and the paddle in column {paddle + 1}, "
+            f"so the paddle {where}."
+        )
+    if game == "sudoku":
+        board = _latest(messages, _sudoku_board)
+        row, col, number = arguments["row"], arguments["col"], arguments["number"]
+        options = _candidates(board, 9 * (row - 1) + col - 1)
+        if len(options) == 1:
+            return (
+                f"Row {row}, column {col} can only be {number}: every other digit is already in "
+                "its row, column or box."
+            )
+        listed = ", ".join(map(str, options))
+        return f"Row {row}, column {col} allows {listed}; only {number} fits the rest of the grid."
+    return "I'll send a short, friendly message."
+
+
+def _wordle_reason(messages: list[Message], word: str) -> str:
+    history = [m.groups() for text in _texts(messages) for m in _FEEDBACK.finditer(text)]
+    if not history:
+        return f"No feedback yet, so I open with '{word}' to test common letters."
+    length = len(history[0][0])
+    greens = ["_"] * length
+    present: set[str] = set()
+    for guess, marks in history:
+        for i, (letter, mark) in enumerate(zip(guess, marks.split(), strict=True)):
+            if mark == "G":
+                greens[i] = letter
+            if mark in "GY":
+                present.add(letter)
+    absent = sorted({letter for guess, _ in history for letter in guess} - present)
+    parts = [f"Known positions: {' '.join(greens)}."]
+    elsewhere = sorted(present - {letter for letter in greens if letter != "_"})
+    if elsewhere:
+        parts.append(f"Also in the word: {', '.join(elsewhere)}.")
+    if absent:
+        parts.append(f"Not in the word: {', '.join(absent)}.")
+    parts.append(f"Next guess: '{word}'.")
+    return " ".join(parts)
+
+
+# -- the players --------------------------------------------------------------------------------
+class _RandomPlayer:
+    """A well-formed move drawn at random: the floor any reward should rank below the solver."""
+
+    def __init__(self, env_cls: type, seed: int, reasoning: bool) -> None:
+        self.game = env_cls.game_name
+        self.options = dict(env_cls.options)
+        self.rng = random.Random(seed)
+        self.reasoning = reasoning
+
+    def move(self, messages: list[Message]) -> tuple[str, dict[str, Any]]:
+        rng = self.rng
+        if self.game == "wordle":
+            words = _sorted_dictionary(make("wordle", **self.options).word_length)
+            guessed = {args.get("word") for name, args in _own_calls(messages) if name == "guess"}
+            word = rng.choice(words)
+            while word in guessed:
+                word = rng.choice(words)
+            return "guess", {"word": word}
+        if self.game == "catch":
+            return rng.choice(
+                [("move", {"direction": "LEFT"}), ("stay", {}), ("move", {"direction": "RIGHT"})]
+            )
+        if self.game == "sudoku":
+            board = _latest(messages, _sudoku_board)
+            if board is None:
+                raise ValueError("no Sudoku board in the conversation")
+            cell = rng.choice([i for i in range(81) if not board[i]])
+            number = rng.randint(1, 9)
+            return "place", {"row": cell // 9 + 1, "col": cell % 9 + 1, "number": number}
+        if self.game == "echo":
+            size = rng.randint(1, 10)
+            return "echo", {
+                "message": "".join(rng.choice(string.ascii_lowercase) for _ in range(size))
+            }
+        raise ValueError(f"no random player for game {self.game!r}")
+
+    def __call__(self, messages: list[Message]) -> Message:
+        call = self.move(messages)
+        content = f"Let me try {_describe(call)}." if self.reasoning else ""
+        return assistant_message(content, [call])
+
+
+class _SolverPlayer:
+    """The game's solver; with ``noise`` > 0 it swaps in a random move with that probability.
+
+    The solver reads every observation, blunders included, so it plays on from the real state.
+    """
+
+    def __init__(self, env_cls: type, seed: int, noise: float, reasoning: bool) -> None:
+        self.game = env_cls.game_name
+        options = dict(env_cls.options)
+        self.solver = solver(self.game, **options)
+        if "seed" in inspect.signature(type(self.solver)).parameters:
+            self.solver = solver(self.game, **options, seed=seed)  # echo's messages vary with it
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.blunder = _RandomPlayer(env_cls, seed + 1, reasoning)
+        self.reasoning = reasoning
+
+    def __call__(self, messages: list[Message]) -> Message:
+        action = self.solver.act(_newest_text(messages))
+        if self.noise and self.rng.random() < self.noise:
+            return self.blunder(messages)
+        call = to_tool_call(self.game, action)
+        content = _reason(self.game, messages, call) if self.reasoning else ""
+        return assistant_message(content, [call])
+
+
+def _describe(call: tuple[str, dict[str, Any]]) -> str:
+    name, arguments = call
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+def _check_noise(noise: float) -> float:
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise <= 1:
+        raise ValueError(f"noise must be a probability in [0, 1], got {noise!r}")
+    return float(noise)
+
+
+def solver_policy(reasoning: bool = False) -> PolicyFactory:
+    """The game's solver (``kit.solvers``): the ceiling a reward should rank first."""
+    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, 0.0, reasoning)
+
+
+def noisy_policy(noise: float = 0.3, reasoning: bool = False) -> PolicyFactory:
+    """The solver, but each move is replaced by the random policy's with probability ``noise``."""
+    noise = _check_noise(noise)
+    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning)
+
+
+def random_policy(reasoning: bool = False) -> PolicyFactory:
+    """Random well-formed moves: a player that has learnt the tools but not the game.
+
+    Wordle: a dictionary word not guessed yet (always accepted). Catch: LEFT, STAY or RIGHT.
+    Sudoku: a random digit in a random empty cell (usually rejected: only the solution's digit
+    is accepted; a player picking among the digits the row, column and box allow would win most
+    default-difficulty games, too strong for a floor). Echo: 1-10 random letters.
+    """
+    return lambda env_cls, seed: _RandomPlayer(env_cls, seed, reasoning)
+
+
+def model_policy(
+    model: Any, tokenizer: Any, max_new_tokens: int = 256, temperature: float | None = 1.0
+) -> PolicyFactory:
+    """A model that plays as it would in GRPO: the chat template with the env's tools, one sampled
+    turn per call, parsed with TRL's own ``parse_response``.
+
+    ``temperature=None`` decodes greedily (all rollouts of a group then match). Sampling seeds
+    torch's global generator with the episode's seed. The tokenizer gets TRL's response schema if
+    it has none, as ``GRPOTrainer`` does to it.
+    """
+    import torch
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    if (
+        getattr(tokenizer, "response_schema", None) is None
+        and getattr(tokenizer, "response_template", None) is None
+    ):
+        add_response_schema(tokenizer)
+
+    def factory(env_cls: type, seed: int) -> Policy:
+        tools = list(env_tools(env_cls()).values())
+        torch.manual_seed(seed)
+
+        def act(messages: list[Message]) -> Message:
+            ids = tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+            inputs = torch.tensor([ids], device=model.device)
+            sampling = (
+                {"do_sample": False}
+                if temperature is None
+                else {"do_sample": True, "temperature": temperature}
+            )
+            with torch.no_grad():
+                output = model.generate(
+                    input_ids=inputs,
+                    attention_mask=torch.ones_like(inputs),
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=tokenizer.pad_token_id,
+                    **sampling,
+                )
+            return parse_response(
+                tokenizer, output[0, len(ids) :].tolist(), prefix=ids, tools=tools
+            )
+
+        return act
+
+    return factory

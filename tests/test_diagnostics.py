@@ -1,0 +1,179 @@
+"""kit.diagnostics and the policies under it: the default rewards rank the players, the report
+catches a reward that does not, the episodes are TRL's, and a model can be a player."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kit.diagnostics import TOTAL, diagnose
+from kit.envs import ENVS, CatchEnv, WordleEnv
+from kit.rewards import Reward, called_tool, default_reward, won
+from kit.solvers.catch import CatchSolver
+from kit.solvers.policies import (
+    assistant_message,
+    model_policy,
+    noisy_policy,
+    random_policy,
+    run_episode,
+    to_tool_call,
+)
+
+ROW = {"prompt": [{"role": "user", "content": "Play.\n\n"}]}
+
+
+@pytest.mark.parametrize("game", sorted(ENVS))
+def test_default_reward_ranks_solver_over_noisy_over_random(game: str) -> None:
+    report = diagnose(game)
+    assert report.ordered == {game: True}
+    assert report.policies == ["solver", "noisy", "random"]
+    means = [report.row(game, policy)["mean"] for policy in report.policies]
+    assert means == sorted(means, reverse=True)
+    for row in report.rows:
+        assert 0.0 <= row["frac_reward_zero_std"] <= 1.0
+        assert row["episodes"] == 8 * 4
+    if game != "echo":  # the solvers are deterministic: every group's rewards are equal
+        assert report.row(game, "solver")["frac_reward_zero_std"] == 1.0
+        assert report.players["solver"]["win_rate"] == 1.0
+    assert report.row(game, "random")["frac_reward_zero_std"] < 1.0
+    assert "frac_reward_zero_std" in report.table()
+
+
+def test_a_reward_that_cannot_tell_players_apart_is_reported() -> None:
+    format_only = Reward("format_only", {"format": (called_tool, 1.0)})
+    report = diagnose(
+        "catch", rewards=[format_only, default_reward("catch")], reward_weights=[1.0, 2.0]
+    )
+    assert report.rewards == ["format_only", "catch", TOTAL]
+    assert report.ordered == {"format_only": False, "catch": True, TOTAL: True}
+    assert all(report.row("format_only", p)["frac_reward_zero_std"] == 1.0 for p in report.policies)
+    assert all(report.row("format_only", p)["std"] == 0.0 for p in report.policies)
+    for policy in report.policies:  # the total is TRL's weighted sum
+        parts = report.row("format_only", policy)["mean"] + 2 * report.row("catch", policy)["mean"]
+        assert report.row(TOTAL, policy)["mean"] == pytest.approx(parts)
+    assert "format_only NO" in report.table()
+
+
+def test_same_seed_same_report_and_plot() -> None:
+    first = diagnose("wordle", groups=3, group_size=2, seed=5)
+    assert first.rows == diagnose("wordle", groups=3, group_size=2, seed=5).rows
+    assert first.rows != diagnose("wordle", groups=3, group_size=2, seed=6).rows
+    figure = first.plot()
+    assert len(figure.axes) == 1 and figure.axes[0].get_title() == "wordle (ordered)"
+    assert "| wordle | solver |" in first._repr_markdown_()
+
+
+def test_diagnose_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="env must be"):
+        diagnose("chess")
+    with pytest.raises(ValueError, match="groups"):
+        diagnose("catch", groups=0)
+    with pytest.raises(ValueError, match="reward_weights"):
+        diagnose("catch", reward_weights=[1.0, 1.0])
+    with pytest.raises(ValueError, match="returned 1 rewards"):
+        diagnose("catch", rewards=lambda environments, **_: [0.0])
+    with pytest.raises(ValueError, match="noise"):
+        noisy_policy(1.5)
+
+
+def test_run_episode_builds_trl_messages_and_errors() -> None:
+    calls = iter(
+        [
+            assistant_message("hi", [("guess", {"word": "crane"}), ("fly", {"to": "moon"})]),
+            assistant_message("", [("guess", {"wrd": "sheep"})]),
+            assistant_message("done"),
+        ]
+    )
+    env = WordleEnv()
+    episode = run_episode(
+        env, {**ROW, "secret": "sheep", "environment": "wordle"}, lambda messages: next(calls)
+    )
+    assert episode.prompt[-1]["content"] == "Play.\n\n" + WordleEnv().reset(secret="sheep")
+    roles = [m["role"] for m in episode.completion]
+    assert roles == ["assistant", "tool", "tool", "assistant", "tool", "assistant"]
+    assert episode.completion[2] == {
+        "role": "tool",
+        "name": "fly",
+        "content": "{'error': 'Tool fly not found.'}",
+    }
+    assert episode.completion[4]["content"].startswith(
+        "{'error': "
+    )  # TypeError, caught as TRL does
+    assert "wrd" in episode.completion[4]["content"]
+    assert len(env.calls) == 1 and not episode.truncated
+
+    # TRL's max_tool_calling_iterations: the call asked for after the last round is not run.
+    looping = run_episode(
+        CatchEnv(), {**ROW, "ball_col": 0}, lambda m: assistant_message("", [("stay", {})]), 3
+    )
+    assert looping.truncated and len(looping.env.calls) == 3
+    with pytest.raises(ValueError, match="max_iterations"):
+        run_episode(CatchEnv(), {**ROW, "ball_col": 0}, lambda m: assistant_message(), 0)
+
+
+def test_noisy_solver_plays_on_from_the_board_it_is_shown() -> None:
+    blunders = 0
+    for seed in range(20):
+        env = CatchEnv()
+        episode = run_episode(
+            env, {**ROW, "ball_col": seed % 5}, noisy_policy(0.5, reasoning=True)(CatchEnv, seed)
+        )
+        replay = CatchEnv()
+        observation = replay.reset(ball_col=seed % 5)
+        for message in episode.completion:
+            if message["role"] == "tool":
+                observation = message["content"]
+                continue
+            call = message["tool_calls"][0]["function"]
+            if message["content"].startswith("Let me try"):
+                blunders += 1
+            else:  # not a blunder: the solver's move for the real board, blunders included
+                best = to_tool_call("catch", CatchSolver().act(observation))
+                assert (call["name"], call["arguments"]) == best
+            getattr(replay, call["name"])(**call["arguments"])
+    assert blunders > 10
+
+
+def test_random_policy_makes_only_well_formed_calls() -> None:
+    for game, task in [("wordle", {"secret": "sheep"}), ("catch", {"ball_col": 1}), ("echo", {})]:
+        env = ENVS[game]()
+        run_episode(env, {**ROW, **task}, random_policy()(ENVS[game], 3), 6)
+        assert env.calls and env.invalid_calls == 0
+    report = diagnose("sudoku", policies={"random": random_policy()}, groups=2, group_size=2)
+    assert report.players["random"]["win_rate"] == 0.0
+
+
+@pytest.mark.slow
+def test_a_model_is_a_player() -> None:
+    from kit.models import tiny_model
+    from tests.scripted import ScriptedGeneration, tool_call
+
+    model, tokenizer = tiny_model()
+    # A random tiny model never calls a tool: every reward in every group is the same.
+    report = diagnose(
+        "wordle",
+        policies={"model": model_policy(model, tokenizer, max_new_tokens=8)},
+        groups=2,
+        group_size=2,
+    )
+    assert report.row("wordle", "model")["frac_reward_zero_std"] == 1.0
+    assert report.players["model"]["calls"] == 0.0
+
+    ScriptedGeneration(
+        tokenizer,
+        lambda text: [tool_call("guess", word="crane"), tool_call("guess", word="sheep"), "Done."],
+    ).install(model)
+    wins = Reward("won", {"won": (won, 1.0)})
+    tasks = [{**ROW, "secret": "sheep"}]
+    scripted = diagnose(
+        "wordle",
+        rewards=wins,
+        policies={"model": model_policy(model, tokenizer)},
+        groups=1,
+        group_size=2,
+        tasks=tasks,
+    )
+    assert scripted.row("won", "model")["mean"] == 1.0
+    assert scripted.players["model"]["calls"] == 2.0
+    assert not math.isnan(scripted.row("won", "model")["std"])
