@@ -87,7 +87,7 @@ def test_wordle_partial_credit_is_the_best_guess_not_the_last() -> None:
     words = ["sheet", "crane", "audio", "lymph", "bowls", "fizzy"]
     env, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": w}) for w in words])
     assert env.done and not env.won
-    assert feedback("fizzy", "sheep") == "X X X X X"
+    assert feedback("sheep", "fizzy") == "X X X X X"
     assert env.reward == 0.0  # the reference pays the last guess
     assert partial_credit(Rollout(env)) == pytest.approx(0.8)  # sheet: four greens
     # Paid before the end too, so there is no need to burn guesses to be scored.

@@ -129,9 +129,10 @@ def test_dictionary_agrees_with_textarena(length: str) -> None:
 
 
 def test_feedback() -> None:
-    assert feedback("crane", "eerie") == "X Y X X G"
-    assert feedback("geese", "sheep") == "X Y G Y X"
-    assert feedback("speed", "abide") == "X X Y X Y"
+    assert feedback("crane", "eerie") == "X X Y X G"  # secret first, then the guess
+    assert feedback("eerie", "crane") == "X Y X X G"
+    assert feedback("sheep", "geese") == "X Y G Y X"
+    assert feedback("abide", "speed") == "X X Y X Y"
     assert feedback("sheep", "sheep") == "G G G G G"
     with pytest.raises(ValueError):
         feedback("crane", "cranes")
@@ -251,7 +252,7 @@ def test_live_oracle(variant: str) -> None:
         guess = "".join(rng.choices("aeiourstlnb", k=length))
         secret = rng.choice(env.word_list)
         env.state.game_state["secret_word"] = secret
-        assert feedback(guess, secret) == " ".join(env._evaluate_guess(guess))
+        assert feedback(secret, guess) == " ".join(env._evaluate_guess(guess))
 
 
 # --- the solver ----------------------------------------------------------------------------------
@@ -324,7 +325,7 @@ def test_solver_reads_a_whole_history_and_play_works() -> None:
         ("crane", "X X X Y G"),
         ("pious", "X Y X X X"),
     ]
-    assert all(feedback("crane", c) == "X X X Y G" for c in player.candidates)
+    assert all(feedback(c, "crane") == "X X X Y G" for c in player.candidates)
     actions = play("wordle", secret="sheep")
     assert actions[-1] == "[sheep]" and len(actions) <= 6
     assert play("wordle", word_length=7, num_guesses=9, seed=3)[-1][1:-1] in secrets(7)

@@ -71,8 +71,12 @@ def _draw(seed: int, word_length: int, hardcore: bool) -> str:
     return random.Random(seed).choice(secrets(word_length, hardcore))
 
 
-def feedback(guess: str, secret: str) -> str:
-    """Wordle feedback as TextArena computes it, e.g. ``feedback("crane", "eerie") == "X Y X X G"``."""
+def feedback(secret: str, guess: str) -> str:
+    """The marks ``guess`` earns against ``secret``, as TextArena computes them.
+
+    ``feedback("crane", "eerie") == "X X Y X G"``: the secret comes first, as in the kit's
+    contract (``kit.games.wordle.feedback(secret, guess)``).
+    """
     if len(guess) != len(secret):
         raise ValueError(f"guess {guess!r} and secret {secret!r} differ in length")
     return _marks(guess, secret)

@@ -54,12 +54,12 @@ class WordleSolver:
             word, marks = match.groups()
             if (word, marks) not in self.history and len(word) == self.word_length:
                 self.history.append((word, marks))
-                self.candidates = [c for c in self.candidates if feedback(word, c) == marks]
+                self.candidates = [c for c in self.candidates if feedback(c, word) == marks]
         if not self.candidates:  # the secret is not in the list: fall back on the dictionary
             self.candidates = sorted(
                 w
                 for w in dictionary(self.word_length)
-                if all(feedback(g, w) == m for g, m in self.history)
+                if all(feedback(w, g) == m for g, m in self.history)
             )
         return f"[{self._choose()}]"
 
@@ -81,7 +81,7 @@ class WordleSolver:
         pool = dict.fromkeys(self._shortlist(playable, guessed) + self._shortlist(listed, guessed))
 
         def cost(guess: str) -> tuple[float, str]:
-            sizes = Counter(feedback(guess, secret) for secret in sample)
+            sizes = Counter(feedback(secret, guess) for secret in sample)
             expected = sum(n * n for n in sizes.values()) / len(sample)
             if guess in targets:  # it may win now, leaving no candidate
                 expected -= 1 / len(sample)
