@@ -30,7 +30,12 @@ def _registry() -> dict[str, Callable[..., Solver]]:
     from kit.solvers.sudoku import SudokuSolver
     from kit.solvers.wordle import WordleSolver
 
-    return {"wordle": WordleSolver, "catch": CatchSolver, "sudoku": SudokuSolver, "echo": EchoSolver}
+    return {
+        "wordle": WordleSolver,
+        "catch": CatchSolver,
+        "sudoku": SudokuSolver,
+        "echo": EchoSolver,
+    }
 
 
 def solver(name: str, **options: Any) -> Solver:
