@@ -1,0 +1,1 @@
+"""The kit's Echo as an OpenEnv environment: ``uvicorn envs.echo.server:app``."""

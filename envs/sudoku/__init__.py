@@ -1,0 +1,1 @@
+"""The kit's Sudoku as an OpenEnv environment: ``uvicorn envs.sudoku.server:app``."""

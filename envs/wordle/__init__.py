@@ -1,0 +1,1 @@
+"""The kit's Wordle as an OpenEnv environment: ``uvicorn envs.wordle.server:app``."""
