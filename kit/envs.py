@@ -40,7 +40,8 @@ class ToolCall:
 
 class _GameEnv:
     game_name: ClassVar[str]
-    task_keys: ClassVar[tuple[str, ...]]
+    task_keys: ClassVar[tuple[str, ...]]  # columns that name the task: a row needs one of them
+    setting_keys: ClassVar[tuple[str, ...]] = ()  # columns that adjust it (Sudoku's difficulty)
     options: ClassVar[dict[str, Any]] = {}
     task_required: ClassVar[bool] = True
 
@@ -51,12 +52,13 @@ class _GameEnv:
 
     def reset(self, **row: Any) -> str:
         """Start the task named by the row's task columns; other columns (``prompt``, ...) are ignored."""
-        task = {key: row[key] for key in self.task_keys if key in row and row[key] is not None}
+        task = {key: row[key] for key in self.task_keys if row.get(key) is not None}
         if self.task_required and not task:
             raise ValueError(
                 f"{type(self).__name__}.reset needs one of the columns {list(self.task_keys)} "
                 f"in the dataset row; got columns {sorted(row)}"
             )
+        task.update({key: row[key] for key in self.setting_keys if row.get(key) is not None})
         game = self._new_game()  # a fresh engine: a bad row leaves the old one intact
         observation = game.reset(**task)
         self._game, self._calls, self._observation = game, [], observation
@@ -219,7 +221,8 @@ class SudokuEnv(_GameEnv):
     """
 
     game_name = "sudoku"
-    task_keys = ("puzzle", "seed", "difficulty")
+    task_keys = ("puzzle", "seed")
+    setting_keys = ("difficulty",)
 
     def place(self, row: int, col: int, number: int) -> str:
         """Write a number into an empty cell.

@@ -602,7 +602,7 @@ def single_turn_reward(game: str, reward: Reward | None = None) -> Callable[...,
     calls are replayed in a fresh env reset from the row's task columns."""
     game = _game_of({}, game)
     reward = reward or default_reward(game)
-    task_keys = ENVS[game].task_keys
+    task_keys = ENVS[game].task_keys + ENVS[game].setting_keys
 
     def function(completions: Sequence[Any], **columns: Any) -> list[float]:
         totals = []

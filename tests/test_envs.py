@@ -210,3 +210,12 @@ def test_sudoku_numbers_of_any_spelling(value, expected):
         pass
     action_reached_engine = env.game.num_steps == 1
     assert action_reached_engine == (expected is not None)
+
+
+def test_a_setting_alone_is_not_a_task():
+    """``difficulty`` without ``seed``/``puzzle`` would draw a random board: refused."""
+    with pytest.raises(ValueError, match="needs one of the columns"):
+        SudokuEnv().reset(difficulty="easy")
+    env = SudokuEnv()
+    assert env.reset(seed=1, difficulty="hard") == SudokuEnv().reset(seed=1, difficulty="hard")
+    assert env.game.difficulty == "hard"
