@@ -1,0 +1,599 @@
+"""Evaluate a model, or a scripted player, on a game's held-out tasks, with confidence intervals.
+
+Why: "did the warm-up work?" and "did GRPO help?" are questions about a handful of episodes on
+a CPU, where one lucky episode moves a rate by 20 points. So every figure here comes with a 95%
+interval and the seed that produced it, and the episodes come from the same machinery training
+uses, so that an evaluation and a training batch are comparable token for token:
+
+* a **model** (anything with ``generate``, or a ``vllm.LLM``) plays through :func:`kit.rollout.rollout`,
+  TRL's tool loop outside the trainer: same prompt, same template, same stopping rules;
+* a **policy factory** from :mod:`kit.solvers.policies` (the solver, the noisy solver, random
+  play) plays through ``run_episode``, the loop the SFT data and ``kit.diagnostics`` use.
+
+Per game it reports: win rate; mean reward (``kit.rewards.default_reward(game)``, the training
+reward, unless told otherwise); the valid-tool-call rate (executed calls that did not raise, over
+all executed calls: an unknown tool name or a move the game rejects is invalid; a malformed call
+is not a call at all, TRL parses it as plain text, which is why the share of episodes with at
+least one call is reported too); mean tool calls, assistant turns and model tokens per episode.
+Rates get Wilson intervals; means get a percentile bootstrap that resamples *tasks* (the
+``samples`` episodes of one task are not independent). Wilson treats trials as independent, so
+the valid-call interval (calls of one episode are correlated) is optimistic.
+
+    from kit.evaluate import evaluate
+    from kit.solvers.policies import solver_policy
+
+    result = evaluate(model, "catch", tokenizer)                 # greedy, the 5 eval tasks
+    result = evaluate(model, "wordle", tokenizer, samples=4)     # 4 sampled episodes per task
+    baseline = evaluate(solver_policy(), "catch", name="solver")
+    print(table([baseline, result]))                             # one row per (player, game)
+    kit.viz.inspector(result.trajectories, tokenizer)            # every episode, token by token
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.data import TURN_LIMITS, TaskProvider
+from kit.envs import ENVS
+from kit.masks import build, tool_calls
+from kit.rewards import Reward, default_reward
+from kit.solvers.policies import Message, PolicyFactory, call_tool, run_episode
+from kit.trajectory import Trajectory
+
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
+BOOTSTRAP_RESAMPLES = 2000
+# Completion budgets (TRL's max_completion_length) that hold a whole solver-length game with the
+# tiny model's 512-token vocabulary; a real tokenizer needs fewer tokens for the same text.
+BUDGETS = {"wordle": 1024, "catch": 1024, "sudoku": 4096, "echo": 256}
+METRICS = ("win_rate", "mean_reward", "valid_call_rate", "with_call", "calls", "turns", "tokens")
+LABELS = {
+    "win_rate": "win rate",
+    "mean_reward": "mean reward",
+    "valid_call_rate": "valid-call rate",
+    "with_call": "episodes with a call",
+    "calls": "calls / episode",
+    "turns": "turns / episode",
+    "tokens": "model tokens / episode",
+}
+
+
+# -- intervals ------------------------------------------------------------------------------------
+def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial rate; ``(nan, nan)`` for zero trials.
+
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or n successes,
+    which is where small CPU evaluations live.
+    """
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    if trials == 0:
+        return math.nan, math.nan
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def bootstrap_mean(
+    groups: Sequence[Sequence[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the mean, resampling whole groups (tasks).
+
+    ``groups[i]`` holds the values of task ``i``'s episodes; each resample draws as many tasks
+    as there are, with replacement, and takes the mean over their episodes. Seeded: the same
+    input gives the same interval. One task gives a zero-width interval: there is nothing to
+    resample, which says how little one task tells.
+    """
+    groups = [list(group) for group in groups if group]
+    if not groups:
+        return math.nan, math.nan
+    rng = random.Random(f"kit.evaluate.bootstrap/{seed}")
+    means = []
+    for _ in range(resamples):
+        picked = [groups[rng.randrange(len(groups))] for _ in groups]
+        means.append(sum(map(sum, picked)) / sum(map(len, picked)))
+    means.sort()
+    return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured value with its 95% interval; ``n`` trials (rates) or episodes (means)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        if math.isnan(self.value):
+            return "-"
+        digits = 2 if abs(self.value) < 10 else 0
+        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def _rate(successes: int, trials: int) -> Estimate:
+    low, high = wilson(successes, trials)
+    return Estimate(successes / trials if trials else math.nan, low, high, trials)
+
+
+def _mean(groups: Sequence[Sequence[float]], seed: int) -> Estimate:
+    values = [value for group in groups for value in group]
+    if not values:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    low, high = bootstrap_mean(groups, seed)
+    return Estimate(sum(values) / len(values), low, high, len(values))
+
+
+# -- results --------------------------------------------------------------------------------------
+@dataclass
+class GameResult:
+    """One game's figures and the episodes behind them (``trajectories``, task by task)."""
+
+    game: str
+    tasks: int
+    episodes: int
+    win_rate: Estimate
+    mean_reward: Estimate
+    valid_call_rate: Estimate  # over executed calls; nan when the player made none
+    with_call: Estimate  # share of episodes with at least one parsed tool call
+    calls: Estimate  # parsed tool calls per episode
+    turns: Estimate  # assistant turns per episode
+    tokens: Estimate  # model tokens per episode; nan when the episodes have no token ids
+    valid_calls: int
+    executed_calls: int
+    trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` returns: one :class:`GameResult` per game, and how it was played."""
+
+    name: str
+    split: str
+    seed: int
+    samples: int
+    decoding: str  # "greedy", "sampled x4, T=1" or, for a policy, "policy x1"
+    games: dict[str, GameResult]
+
+    def __getitem__(self, game: str) -> GameResult:
+        if game not in self.games:
+            raise ValueError(f"no result for game {game!r}; this evaluation has {list(self.games)}")
+        return self.games[game]
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        """Every episode of every game (``trajectory.env`` says which), for ``kit.viz``."""
+        return [t for result in self.games.values() for t in result.trajectories]
+
+    def records(self) -> list[dict[str, Any]]:
+        """One flat dict per game: each metric's value with its ``_low`` / ``_high`` bounds."""
+        rows = []
+        for result in self.games.values():
+            row: dict[str, Any] = {
+                "player": self.name,
+                "game": result.game,
+                "split": self.split,
+                "tasks": result.tasks,
+                "episodes": result.episodes,
+                "decoding": self.decoding,
+                "seed": self.seed,
+            }
+            for metric in METRICS:
+                estimate = getattr(result, metric)
+                row |= {
+                    metric: estimate.value,
+                    f"{metric}_low": estimate.low,
+                    f"{metric}_high": estimate.high,
+                }
+            row |= {"valid_calls": result.valid_calls, "executed_calls": result.executed_calls}
+            rows.append(row)
+        return rows
+
+    def table(self) -> Any:
+        """This evaluation as :func:`table` shows it."""
+        return table([self])
+
+    def __str__(self) -> str:
+        return text_table([self])
+
+
+def table(evaluations: Sequence[Evaluation]) -> Any:
+    """A pandas ``DataFrame``, one row per (player, game), each figure as ``value [low, high]``;
+    plain text (:func:`text_table`) where pandas is not installed."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return text_table(evaluations)
+    return pd.DataFrame(_display_rows(evaluations))
+
+
+def text_table(evaluations: Sequence[Evaluation], transpose: bool = False) -> str:
+    """The same table as fixed-width text, with a line saying what the brackets are;
+    ``transpose=True`` puts one column per (player, game) and one line per figure, which reads
+    better for a before/after comparison in a terminal."""
+    rows = _display_rows(evaluations)
+    if transpose:
+        fields = list(rows[0])[2:]
+        rows = [
+            {"": field, **{f"{r['player']} ({r['game']})": r[field] for r in rows}}
+            for field in fields
+        ]
+    columns = list(rows[0])
+    widths = {c: max(len(c), *(len(str(row[c])) for row in rows)) for c in columns}
+    lines = ["  ".join(f"{c:<{widths[c]}}" for c in columns).rstrip()]
+    lines += ["  ".join(f"{str(row[c]):<{widths[c]}}" for c in columns).rstrip() for row in rows]
+    lines.append(
+        "[low, high]: 95% interval (Wilson for rates, task bootstrap for means); "
+        "valid calls: executed calls that did not raise"
+    )
+    return "\n".join(lines)
+
+
+def _display_rows(evaluations: Sequence[Evaluation]) -> list[dict[str, Any]]:
+    if isinstance(evaluations, Evaluation):
+        evaluations = [evaluations]
+    if not evaluations:
+        raise ValueError("give at least one Evaluation")
+    rows = []
+    for evaluation in evaluations:
+        for result in evaluation.games.values():
+            row = {
+                "player": evaluation.name,
+                "game": result.game,
+                "episodes": result.episodes,
+                "decoding": evaluation.decoding,
+                "seed": evaluation.seed,
+            }
+            for metric in METRICS:
+                row[LABELS[metric]] = str(getattr(result, metric))
+            row["valid / executed"] = f"{result.valid_calls} / {result.executed_calls}"
+            rows.append(row)
+    return rows
+
+
+def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]) -> Any:
+    """Bars of each metric per player (one panel per metric, one bar group per game), with the
+    95% intervals as error bars; returns a matplotlib ``Figure`` that shows itself as PNG."""
+    if isinstance(evaluations, Evaluation):
+        evaluations = [evaluations]
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown or not metrics:
+        raise ValueError(f"metrics must be some of {METRICS}, got {list(metrics)}")
+    if not evaluations:
+        raise ValueError("give at least one Evaluation")
+    games = list(dict.fromkeys(g for e in evaluations for g in e.games))
+    figure = _figure(3.4 * len(metrics), 3.2)
+    width = 0.8 / len(evaluations)
+    for axes, metric in zip(
+        figure.subplots(1, len(metrics), squeeze=False)[0], metrics, strict=True
+    ):
+        for i, evaluation in enumerate(evaluations):
+            xs, values, errors = [], [], ([], [])
+            for x, game in enumerate(games):
+                if game not in evaluation.games:
+                    continue
+                estimate = getattr(evaluation.games[game], metric)
+                if math.isnan(estimate.value):  # undefined (no calls to rate): no bar, not 0
+                    continue
+                xs.append(x - 0.4 + width * (i + 0.5))
+                values.append(estimate.value)
+                # max(0, ...): float sums can put a zero-width bootstrap bound a hair past the mean
+                errors[0].append(max(0.0, estimate.value - estimate.low))
+                errors[1].append(max(0.0, estimate.high - estimate.value))
+            axes.bar(xs, values, width=width, yerr=errors, capsize=3, label=evaluation.name)
+        axes.set_xticks(range(len(games)), games)
+        axes.set_title(LABELS[metric], fontsize=10)
+        axes.axhline(0, color="black", linewidth=0.5)
+    figure.axes[0].legend(fontsize=8)
+    return figure
+
+
+@functools.cache
+def _shown_figure() -> type:
+    """``Figure`` with a PNG repr, built on first use so that kit.evaluate needs no matplotlib."""
+    from matplotlib.figure import Figure
+
+    class ShownFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            png = io.BytesIO()
+            self.savefig(png, format="png")
+            return png.getvalue()
+
+    return ShownFigure
+
+
+def _figure(width: float, height: float) -> Any:
+    """A pyplot-free Figure: shown once as a cell's value, never a second time by pyplot."""
+    return _shown_figure()(figsize=(width, height), layout="constrained")
+
+
+# -- evaluation -----------------------------------------------------------------------------------
+def evaluate(
+    player: Any,
+    game: str | Sequence[str],
+    tokenizer: Any = None,
+    *,
+    split: str = "eval",
+    num_tasks: int | None = None,
+    tasks: Sequence[Mapping[str, Any]] | None = None,
+    samples: int = 1,
+    greedy: bool | None = None,
+    temperature: float = 1.0,
+    seed: int = 0,
+    max_completion_length: int | None = None,
+    max_tool_calling_iterations: int | None = None,
+    rewards: Mapping[str, Reward] | None = None,
+    name: str | None = None,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> Evaluation:
+    """Play every task of ``game``'s ``split`` ``samples`` times with ``player``; report per game.
+
+    ``player``: a model (with a ``generate`` method, or a ``vllm.LLM``; needs ``tokenizer``) or a
+    ``kit.solvers.policies`` factory such as ``solver_policy()``; a policy's episodes get token
+    ids (for ``kit.viz`` and the token count) when a ``tokenizer`` is given. ``game``: a name or
+    several. Tasks: ``kit.data.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
+    with the reset columns) for a single game. ``greedy`` defaults to ``samples == 1``; sampled
+    play uses ``temperature``. ``max_completion_length`` defaults to :data:`BUDGETS`,
+    ``max_tool_calling_iterations`` to ``kit.data.TURN_LIMITS``, ``rewards`` to each game's
+    ``default_reward``. ``seed`` fixes the task subset, the sampling and the bootstrap.
+    """
+    games = [game] if isinstance(game, str) else list(game)
+    _check(player, games, tokenizer, tasks, samples, seed)
+    greedy = samples == 1 if greedy is None else greedy
+    if greedy and samples > 1 and _is_model(player):
+        raise ValueError(
+            f"greedy decoding plays {samples} identical episodes per task: pass greedy=False"
+        )
+    results = {}
+    for g in games:
+        rows = (
+            [dict(row) for row in tasks]
+            if tasks is not None
+            else [task.row() for task in TaskProvider(g, split, num_tasks, seed)]
+        )
+        cap = max_tool_calling_iterations
+        cap = TURN_LIMITS[g] if cap is None else cap
+        reward = (rewards or {}).get(g) or default_reward(g)
+        if _is_model(player):
+            trajectories = _play_model(
+                player,
+                tokenizer,
+                g,
+                rows,
+                samples=samples,
+                greedy=greedy,
+                temperature=temperature,
+                seed=seed,
+                budget=max_completion_length or BUDGETS[g],
+                cap=cap,
+                batch_size=batch_size,
+                progress=progress,
+            )
+        else:
+            trajectories = _play_policy(player, tokenizer, g, rows, samples, seed, cap)
+        results[g] = _summarise(g, len(rows), samples, trajectories, reward, cap, seed)
+    return Evaluation(
+        name=name or _player_name(player),
+        split=split if tasks is None else "given tasks",
+        seed=seed,
+        samples=samples,
+        decoding=(
+            f"policy x{samples}"
+            if not _is_model(player)
+            else "greedy"
+            if greedy
+            else f"sampled x{samples}, T={temperature:g}"
+        ),
+        games=results,
+    )
+
+
+def _is_model(player: Any) -> bool:
+    return callable(getattr(player, "generate", None))
+
+
+def _player_name(player: Any) -> str:
+    if _is_model(player):
+        path = getattr(getattr(player, "config", None), "_name_or_path", "")
+        return path or type(player).__name__
+    return "policy"
+
+
+def _check(
+    player: Any,
+    games: list[str],
+    tokenizer: Any,
+    tasks: Sequence[Mapping[str, Any]] | None,
+    samples: int,
+    seed: int,
+) -> None:
+    if not games:
+        raise ValueError("name at least one game")
+    for g in games:
+        if g not in ENVS:
+            raise ValueError(f"unknown game {g!r}; choose one of {sorted(ENVS)}")
+    if _is_model(player):
+        if tokenizer is None:
+            raise ValueError("a model needs its tokenizer: evaluate(model, game, tokenizer)")
+    elif not callable(player):
+        raise ValueError(
+            "player must be a model (with a generate method) or a kit.solvers.policies factory "
+            f"such as solver_policy(); got {type(player).__name__}"
+        )
+    if tasks is not None and (len(games) != 1 or not tasks):
+        raise ValueError("tasks= needs exactly one game and at least one row")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be an int >= 1, got {samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+
+
+def _play_model(
+    model: Any,
+    tokenizer: Any,
+    game: str,
+    rows: list[dict[str, Any]],
+    *,
+    samples: int,
+    greedy: bool,
+    temperature: float,
+    seed: int,
+    budget: int,
+    cap: int,
+    batch_size: int,
+    progress: bool,
+) -> list[Trajectory]:
+    from kit.rollout import rollout
+
+    training = getattr(model, "training", False)
+    if training:
+        model.eval()  # no dropout while measuring; put back as found
+    try:
+        return rollout(
+            model,
+            tokenizer,
+            ENVS[game],
+            rows,
+            num_generations=samples,
+            max_completion_length=budget,
+            max_tool_calling_iterations=cap,
+            greedy=greedy,
+            temperature=temperature,
+            seed=seed,
+            batch_size=batch_size,
+            progress=progress,
+        )
+    finally:
+        if training:
+            model.train()
+
+
+def _play_policy(
+    factory: PolicyFactory,
+    tokenizer: Any,
+    game: str,
+    rows: list[dict[str, Any]],
+    samples: int,
+    seed: int,
+    cap: int,
+) -> list[Trajectory]:
+    env_cls = ENVS[game]
+    trajectories = []
+    for i, row in enumerate(rows):
+        for j in range(samples):
+            env = env_cls()
+            before: list[str] = []  # the env's transcript when each turn is asked for
+            policy = factory(env_cls, (seed * 1_000_003 + i) * 1_000 + j)
+            episode = run_episode(env, row, _recording(policy, env, before), cap)
+            states = (before + [env.transcript])[1:]
+            messages = episode.messages
+            if tokenizer is not None:
+                trajectory = build(tokenizer, messages, env_cls)
+            else:
+                trajectory = Trajectory(messages, [], [], [], tool_calls=tool_calls(messages))
+            trajectory.env, trajectory.states = game, states
+            trajectory.task = {k: v for k, v in row.items() if k != "prompt"}
+            trajectory.done, trajectory.won = env.done, env.won
+            trajectory.truncated = episode.truncated
+            trajectories.append(trajectory)
+    return trajectories
+
+
+def _recording(
+    policy: Callable[[list[Message]], Message], env: Any, states: list[str]
+) -> Callable[[list[Message]], Message]:
+    def act(messages: list[Message]) -> Message:
+        states.append(env.transcript)
+        return policy(messages)
+
+    return act
+
+
+def _summarise(
+    game: str,
+    tasks: int,
+    samples: int,
+    trajectories: list[Trajectory],
+    reward: Reward,
+    cap: int,
+    seed: int,
+) -> GameResult:
+    """Score every episode and pool them; per-task groups feed the bootstrap."""
+    per_task: dict[str, list[list[float]]] = {m: [[] for _ in range(tasks)] for m in METRICS}
+    wins = with_call = valid = executed = 0
+    has_ids = all(t.prompt_ids for t in trajectories)
+    for index, trajectory in enumerate(trajectories):
+        env, completion = _replay(game, trajectory.task, trajectory.messages, cap)
+        score = reward.score(env, completion)
+        trajectory.reward, trajectory.rewards = score.total, dict(score.signals)
+        answered = [
+            c
+            for c in tool_calls(_prompt(trajectory.messages) + completion)
+            if c["result"] is not None or c["error"] is not None
+        ]
+        parsed = sum(len(m.get("tool_calls") or []) for m in _turns(trajectory.messages))
+        valid += sum(c["error"] is None for c in answered)
+        executed += len(answered)
+        wins += trajectory.won
+        with_call += parsed > 0
+        group = index // samples
+        per_task["mean_reward"][group].append(score.total)
+        per_task["calls"][group].append(float(parsed))
+        per_task["turns"][group].append(float(len(_turns(trajectory.messages))))
+        if has_ids:
+            per_task["tokens"][group].append(float(trajectory.counts()["model"]))
+    return GameResult(
+        game=game,
+        tasks=tasks,
+        episodes=len(trajectories),
+        win_rate=_rate(wins, len(trajectories)),
+        mean_reward=_mean(per_task["mean_reward"], seed),
+        valid_call_rate=_rate(valid, executed),
+        with_call=_rate(with_call, len(trajectories)),
+        calls=_mean(per_task["calls"], seed),
+        turns=_mean(per_task["turns"], seed),
+        tokens=_mean(per_task["tokens"], seed),
+        valid_calls=valid,
+        executed_calls=executed,
+        trajectories=trajectories,
+    )
+
+
+def _prompt(messages: list[Message]) -> list[Message]:
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    return messages[:first]
+
+
+def _turns(messages: list[Message]) -> list[Message]:
+    return [m for m in messages if m["role"] == "assistant"]
+
+
+def _replay(
+    game: str, task: Mapping[str, Any], messages: list[Message], cap: int
+) -> tuple[Any, list[Message]]:
+    """A fresh env after the episode's executed tool calls, and the completion TRL holds.
+
+    TRL runs the calls of the first ``cap`` turns that make any (a turn past the cap is left
+    unrun); calls whose results the length budget dropped did run. The engines are
+    deterministic, so this rebuilds the env the episode left behind for the reward to read.
+    """
+    env = ENVS[game]()
+    env.reset(**{key: value for key, value in task.items() if key != "environment"})
+    completion: list[Message] = []
+    rounds = 0
+    for message in _turns(messages):
+        completion.append(message)
+        calls = message.get("tool_calls") or []
+        if calls and rounds < cap:
+            completion += [call_tool(env, call) for call in calls]
+            rounds += 1
+    return env, completion

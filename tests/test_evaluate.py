@@ -1,0 +1,221 @@
+"""kit.evaluate: the intervals are the textbook ones, players of known behaviour get the figures
+they must, and the model path is real generation through kit.rollout.
+
+Scripted models (tests/scripted.py) replace only the sampling; the tool loop, the envs, the
+replay and the reward all run for real.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+pytest.importorskip("trl")
+
+from kit.evaluate import (  # noqa: E402
+    METRICS,
+    Evaluation,
+    bootstrap_mean,
+    evaluate,
+    plot,
+    table,
+    text_table,
+    wilson,
+)
+from kit.models import tiny_model  # noqa: E402
+from kit.solvers.policies import noisy_policy, random_policy, solver_policy  # noqa: E402
+from tests.scripted import ScriptedGeneration, tool_call  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model()
+
+
+def scripted(tiny, turns: list[str]):
+    """A copy of the tiny model whose every episode plays ``turns`` (then stops calling tools)."""
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    ScriptedGeneration(tokenizer, lambda text: turns).install(model)
+    return model, tokenizer
+
+
+STAY = tool_call("stay")
+
+
+# -- intervals -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("successes", "trials", "low", "high"),
+    [
+        (0, 10, 0.0, 0.2775),  # published Wilson 95% bounds (Newcombe 1998, Brown et al. 2001)
+        (5, 10, 0.2366, 0.7634),
+        (10, 10, 0.7225, 1.0),
+        (1, 5, 0.0362, 0.6245),
+    ],
+)
+def test_wilson_matches_published_bounds(successes, trials, low, high):
+    got = wilson(successes, trials)
+    assert got == pytest.approx((low, high), abs=5e-4)
+
+
+def test_wilson_rejects_impossible_counts_and_is_undefined_without_trials():
+    assert all(math.isnan(x) for x in wilson(0, 0))
+    for successes, trials in ((3, 2), (-1, 4)):
+        with pytest.raises(ValueError, match="successes"):
+            wilson(successes, trials)
+
+
+def test_bootstrap_resamples_tasks_and_is_seeded():
+    groups = [[0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]
+    low, high = bootstrap_mean(groups, seed=3)
+    assert (low, high) == bootstrap_mean(groups, seed=3)
+    assert 0.0 <= low < 0.5 < high <= 1.0
+    assert bootstrap_mean([[2.0, 2.0], [2.0]]) == (2.0, 2.0)  # no spread, no width
+    assert bootstrap_mean([[0.0, 1.0]]) == (0.5, 0.5)  # one task: nothing to resample
+    # the task is the unit: two tasks of many identical episodes are as uncertain as two episodes
+    wide = bootstrap_mean([[0.0] * 50, [1.0] * 50], seed=0)
+    assert wide[0] == 0.0 and wide[1] == 1.0
+
+
+# -- policies --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("game", ["catch", "wordle"])
+def test_the_solver_wins_every_eval_task(game):
+    result = evaluate(solver_policy(), game, name="solver")
+    row = result[game]
+    assert row.episodes == row.tasks == {"catch": 5, "wordle": 31}[game]
+    assert row.win_rate.value == 1.0 and row.win_rate.low > 0.5
+    assert row.valid_call_rate.value == 1.0 and row.valid_calls == row.executed_calls > 0
+    assert row.with_call.value == 1.0
+    assert math.isnan(row.tokens.value)  # no tokenizer: no token ids
+    won = result.trajectories
+    assert all(t.won and t.env == game for t in won)
+    assert row.mean_reward.low <= row.mean_reward.value <= row.mean_reward.high
+    assert row.mean_reward.value > 1.0  # a win pays 1 plus its bonuses in the default reward
+
+
+def test_players_rank_as_expected_and_samples_multiply_episodes():
+    solver = evaluate(solver_policy(), "catch", name="solver")
+    noisy = evaluate(noisy_policy(0.5), "catch", samples=4, name="noisy")
+    floor = evaluate(random_policy(), "catch", samples=4, name="random")
+    assert noisy["catch"].episodes == floor["catch"].episodes == 20
+    assert noisy["catch"].tasks == 5
+    rates = [e["catch"].win_rate.value for e in (solver, noisy, floor)]
+    assert rates[0] > rates[1] > rates[2]
+    assert evaluate(noisy_policy(0.5), "catch", samples=4).games["catch"].win_rate == (
+        noisy["catch"].win_rate
+    )  # seeded
+
+
+def test_policy_episodes_get_token_ids_and_states_with_a_tokenizer(tiny):
+    _, tokenizer = tiny
+    result = evaluate(solver_policy(), "catch", tokenizer, num_tasks=2)
+    row = result["catch"]
+    for trajectory in row.trajectories:
+        counts = trajectory.counts()
+        assert counts["model"] > 0 and counts["env"] > 0 and counts["prompt"] > 0
+        assert len(trajectory.states) == 9  # one per turn: the env after the turn's call
+        states = trajectory.states
+        assert all(a in b and a != b for a, b in zip(states, states[1:], strict=False))
+        last_board = "".join(trajectory.states[-1].splitlines()[-10:])
+        assert last_board.count("x") == 1 and "o" not in last_board  # caught: x covers o
+    assert row.tokens.value == sum(t.counts()["model"] for t in row.trajectories) / 2
+
+
+# -- models ----------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_the_random_tiny_model_plays_for_real_and_reproducibly(tiny):
+    model, tokenizer = tiny
+    first = evaluate(model, "catch", tokenizer, num_tasks=2, max_completion_length=48)
+    again = evaluate(model, "catch", tokenizer, num_tasks=2, max_completion_length=48)
+    row = first["catch"]
+    assert row.episodes == 2 and first.decoding == "greedy"
+    assert 0 < row.tokens.value <= 48
+    assert [t.completion_ids for t in row.trajectories] == [
+        t.completion_ids for t in again["catch"].trajectories
+    ]
+    # a random model makes no parsed tool call: no executed call, so no valid-call rate
+    assert row.with_call.value == 0.0 and row.executed_calls == 0
+    assert math.isnan(row.valid_call_rate.value)
+    assert row.win_rate.value == 0.0
+
+    sampled = evaluate(
+        model, "catch", tokenizer, num_tasks=2, samples=2, max_completion_length=24, seed=1
+    )
+    assert sampled["catch"].episodes == 4 and sampled.decoding == "sampled x2, T=1"
+    ids = [t.completion_ids for t in sampled.trajectories]
+    assert ids[0] != ids[1]  # the two samples of one task differ
+
+
+@pytest.mark.slow
+def test_a_model_whose_calls_are_all_valid_gets_valid_rate_one(tiny):
+    model, tokenizer = scripted(tiny, [STAY] * 9)
+    row = evaluate(model, "catch", tokenizer)["catch"]
+    assert row.valid_call_rate.value == 1.0
+    assert row.valid_calls == row.executed_calls == 45
+    assert row.with_call.value == 1.0 and row.calls.value == 9.0
+    assert row.turns.value == 10.0  # nine calls and the closing answer
+    assert row.win_rate.value == pytest.approx(1 / 5)  # staying catches only the middle drop
+    assert sorted(t.task["ball_col"] for t in row.trajectories if t.won) == [2]
+
+
+@pytest.mark.slow
+def test_rejected_and_unknown_calls_count_as_invalid(tiny):
+    turns = [tool_call("move", direction="UP"), tool_call("jump"), *[STAY] * 9]
+    model, tokenizer = scripted(tiny, turns)
+    row = evaluate(model, "catch", tokenizer)["catch"]
+    assert (row.valid_calls, row.executed_calls) == (45, 55)
+    assert row.valid_call_rate.value == pytest.approx(45 / 55)
+    # the default reward charges each failed call
+    clean, _ = scripted(tiny, [STAY] * 9)
+    assert row.mean_reward.value == pytest.approx(
+        evaluate(clean, "catch", tokenizer)["catch"].mean_reward.value - 0.2
+    )
+
+
+@pytest.mark.slow
+def test_calls_past_the_tool_calling_cap_are_not_run(tiny):
+    model, tokenizer = scripted(tiny, [STAY] * 9)
+    row = evaluate(model, "catch", tokenizer, max_tool_calling_iterations=3)["catch"]
+    assert row.executed_calls == 15  # three rounds per episode
+    assert row.calls.value == 4.0  # the fourth turn's call was parsed, never run
+    assert row.win_rate.value == 0.0  # no game reached its end
+    for trajectory in row.trajectories:
+        assert trajectory.tool_calls[-1]["result"] is None and not trajectory.done
+
+
+# -- output and bad input --------------------------------------------------------------------------
+def test_tables_and_plot_show_every_player_and_metric():
+    results = [
+        evaluate(solver_policy(), ["catch", "wordle"], name="solver"),
+        evaluate(random_policy(), "catch", name="random"),
+    ]
+    frame = table(results)
+    assert list(frame["player"]) == ["solver", "solver", "random"]
+    assert frame.loc[0, "win rate"] == "1.00 [0.57, 1.00]"
+    text = text_table(results)
+    assert "random" in text and "95% interval" in text
+    records = results[0].records()
+    assert {f"{m}_low" for m in METRICS} <= set(records[0])
+    figure = plot(results)
+    assert len(figure.axes) == 4 and figure._repr_png_().startswith(b"\x89PNG")
+    assert isinstance(results[0], Evaluation) and str(results[0]).startswith("player")
+
+
+def test_bad_input_says_what_is_wrong(tiny):
+    model, tokenizer = tiny
+    with pytest.raises(ValueError, match="unknown game 'chess'"):
+        evaluate(solver_policy(), "chess")
+    with pytest.raises(ValueError, match="needs its tokenizer"):
+        evaluate(model, "catch")
+    with pytest.raises(ValueError, match="samples must be"):
+        evaluate(solver_policy(), "catch", samples=0)
+    with pytest.raises(ValueError, match="identical episodes"):
+        evaluate(model, "catch", tokenizer, samples=2, greedy=True)
+    with pytest.raises(ValueError, match="player must be"):
+        evaluate("solver", "catch")
+    with pytest.raises(ValueError, match="exactly one game"):
+        evaluate(solver_policy(), ["catch", "wordle"], tasks=[{"ball_col": 0}])
+    with pytest.raises(ValueError, match="no result for game 'wordle'"):
+        evaluate(solver_policy(), "catch")["wordle"]
