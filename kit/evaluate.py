@@ -31,8 +31,6 @@ the valid-call interval (calls of one episode are correlated) is optimistic.
 
 from __future__ import annotations
 
-import functools
-import io
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -270,7 +268,9 @@ def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]
     if not evaluations:
         raise ValueError("give at least one Evaluation")
     games = list(dict.fromkeys(g for e in evaluations for g in e.games))
-    figure = _figure(3.4 * len(metrics), 3.2)
+    from kit.viz.plots import new_figure
+
+    figure = new_figure(3.4 * len(metrics), 3.2)
     width = 0.8 / len(evaluations)
     for axes, metric in zip(
         figure.subplots(1, len(metrics), squeeze=False)[0], metrics, strict=True
@@ -294,25 +294,6 @@ def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]
         axes.axhline(0, color="black", linewidth=0.5)
     figure.axes[0].legend(fontsize=8)
     return figure
-
-
-@functools.cache
-def _shown_figure() -> type:
-    """``Figure`` with a PNG repr, built on first use so that kit.evaluate needs no matplotlib."""
-    from matplotlib.figure import Figure
-
-    class ShownFigure(Figure):
-        def _repr_png_(self) -> bytes:
-            png = io.BytesIO()
-            self.savefig(png, format="png")
-            return png.getvalue()
-
-    return ShownFigure
-
-
-def _figure(width: float, height: float) -> Any:
-    """A pyplot-free Figure: shown once as a cell's value, never a second time by pyplot."""
-    return _shown_figure()(figsize=(width, height), layout="constrained")
 
 
 # -- evaluation -----------------------------------------------------------------------------------

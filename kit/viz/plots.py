@@ -45,7 +45,8 @@ def _shown_figure() -> type[Figure]:
     return ShownFigure
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
+    """A pyplot-free Figure with a PNG repr: shown once as a cell's value, never again by pyplot."""
     return _shown_figure()(figsize=(width, height), layout="constrained")
 
 
@@ -84,7 +85,7 @@ def turn_counts(trajectory: Trajectory) -> list[tuple[int, int]]:
 def plot_tokens(trajectories: Sequence[Trajectory]) -> Figure:
     """Model vs env tokens of each rollout (stacked) and of each turn (mean over the rollouts)."""
     items = _batch(trajectories)
-    figure = _figure(11, 3.6)
+    figure = new_figure(11, 3.6)
     per_rollout, per_turn = figure.subplots(1, 2)
 
     x = list(range(len(items)))
@@ -124,7 +125,7 @@ def plot_lengths(trajectories: Sequence[Trajectory], budget: int) -> Figure:
     items = _batch(trajectories)
     lengths = [len(item.completion_ids) for item in items]
     colours = [TRUNCATED if item.truncated else OTHER for item in items]
-    figure = _figure(7, 3.6)
+    figure = new_figure(7, 3.6)
     axes = figure.subplots()
     axes.bar(range(len(items)), lengths, color=colours)
     axes.axhline(budget, color=TRUNCATED, linestyle="--", label=f"budget {budget}")
@@ -147,7 +148,7 @@ def plot_rewards(trajectories: Sequence[Trajectory]) -> Figure:
         raise ValueError("no trajectory has a reward to plot")
     groups = {name: [item.reward for item in items if outcome(item) == name] for name in OUTCOMES}
     groups = {name: rewards for name, rewards in groups.items() if rewards}
-    figure = _figure(7, 3.6)
+    figure = new_figure(7, 3.6)
     axes = figure.subplots()
     for x, rewards in enumerate(groups.values()):
         # An even spread instead of random jitter: the same batch always draws the same figure.
