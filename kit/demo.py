@@ -143,8 +143,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         type=int,
         help="token budget of an episode, in evaluation and GRPO (default: kit.evaluate.BUDGETS)",
     )
-    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
+    parser.add_argument(
+        "--out", type=Path, help="output folder, new or empty (default: runs/demo/<time stamp>)"
+    )
     args = parser.parse_args(argv)
+    # A new folder per run: a second run never overwrites the checkpoint of the first.
+    args.out = args.out or Path("runs/demo") / time.strftime("%Y%m%d-%H%M%S")
+    if args.out.exists() and any(args.out.iterdir()):
+        parser.error(f"--out {args.out} is not empty; name a new folder")
     budget = args.max_completion_length or BUDGETS[args.game]
     for name in ("sft_steps", "grpo_steps", "max_completion_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:

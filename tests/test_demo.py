@@ -111,3 +111,10 @@ def test_bad_options_are_refused_with_a_reason(capsys):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_demo_never_overwrites_an_earlier_run(demo):
+    out, _, summary = demo
+    again = _run("--sft-steps", "1", "--out", str(out))
+    assert again.returncode == 2 and "is not empty" in again.stderr
+    assert json.loads((out / "summary.json").read_text()) == summary
