@@ -219,3 +219,14 @@ def test_a_setting_alone_is_not_a_task():
     env = SudokuEnv()
     assert env.reset(seed=1, difficulty="hard") == SudokuEnv().reset(seed=1, difficulty="hard")
     assert env.game.difficulty == "hard"
+
+
+def test_variants_are_subclasses():
+    class LongWordleEnv(WordleEnv):
+        options = {"word_length": 7, "num_guesses": 9}
+
+    env = LongWordleEnv()
+    assert "7-letter word" in env.reset(seed=0) and env.game.max_guesses == 9
+    with pytest.raises(ValueError, match="exactly 7 letters"):
+        env.guess("crane")
+    assert WordleEnv().reset(seed=0) != env.transcript  # the base class is untouched
