@@ -19,7 +19,12 @@ comparable to another if the tasks and the held-out set are fixed. So:
 Splits (``data/splits/README.md``): Wordle's 156 secrets are split once, with a fixed seed,
 into train and a held-out eval list that no SFT or GRPO training set here ever uses. Sudoku's
 eval puzzles are a fixed list; training puzzles come from other seeds and never equal one.
-Catch has only five tasks (the ball's column), so both splits hold all five.
+Catch holds out whole boards: its eval tasks are played on board heights no training task has
+(OpenSpiel's default 10 rows among them), every starting column of each.
+``HELD_OUT`` says in one line per game what is held out and how the training data differs;
+``leaks(game, rows)`` lists whatever in a training set shows an eval task (Wordle's SFT solver
+guesses only train secrets, so that not even a probe shows an eval secret), and
+``python -m kit.data --write`` refuses to write an SFT set that leaks.
 
 The shipped files are rebuilt, byte for byte, with ``python -m kit.data --write data/``.
 """
@@ -29,8 +34,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -38,7 +45,7 @@ from typing import Any
 
 from kit.envs import ENVS
 from kit.games import make
-from kit.games.sudoku import solutions
+from kit.games.sudoku import DIFFICULTIES, solutions
 from kit.games.wordle import secrets
 from kit.paths import data_dir
 from kit.solvers.policies import (
@@ -49,6 +56,7 @@ from kit.solvers.policies import (
     run_episode,
     tool_schemas,
 )
+from kit.solvers.sudoku import _last_board as _sudoku_board
 
 SPLITS = ("train", "eval")
 SPLIT_SEED = 0  # the seed of every split below: changing it changes the held-out set
@@ -56,6 +64,11 @@ WORDLE_EVAL_SIZE = 31  # a fifth of the 156 secrets
 SUDOKU_EVAL_SIZE = 50
 SUDOKU_EVAL_SEED_BASE = 1_000_000  # eval puzzles come from seeds 1_000_000, 1_000_001, ...
 SUDOKU_DIFFICULTY = "default"  # Sudoku-v0's 60 clues
+# Catch's tasks are (board height, ball column) on OpenSpiel's 5 columns. Eval heights are never
+# trained on; 12 rows (11 moves) is the tallest board whose game fits the 1,024-token budget.
+CATCH_COLUMNS = 5
+CATCH_TRAIN_ROWS = (5, 6, 7, 9, 11, 12)
+CATCH_EVAL_ROWS = (8, 10)
 
 SYSTEM_PROMPT = (
     "You are playing a game through tools. Make one tool call per turn and read its result "
@@ -86,6 +99,34 @@ SHIPPED_SFT: dict[str, dict[str, Any]] = {
     "catch": {"num_games": 200, "seed": 0, "noise": 0.0},
     "sudoku": {"num_games": 200, "seed": 0, "noise": 0.0, "difficulty": "very-easy"},
     "echo": {"num_games": 200, "seed": 0, "noise": 0.0},
+}
+
+
+def _listing(values: Iterable[Any]) -> str:
+    items = [str(value) for value in values]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# What each game's eval split holds out, and how its training data differs: one line per game,
+# for tables and cards (a win rate means little until one knows what it was measured on).
+HELD_OUT: dict[str, str] = {
+    "wordle": (
+        f"{WORDLE_EVAL_SIZE} of the {len(secrets())} secrets, never a task, a guess or any word "
+        f"of a training set (the SFT solver guesses only the "
+        f"{len(secrets()) - WORDLE_EVAL_SIZE} train secrets)"
+    ),
+    "catch": (
+        f"board heights {_listing(CATCH_EVAL_ROWS)} (OpenSpiel's default of {make('catch').rows} "
+        f"among them), every column of {CATCH_COLUMNS}; training plays heights "
+        f"{_listing(CATCH_TRAIN_ROWS)} only"
+    ),
+    "sudoku": (
+        f"{SUDOKU_EVAL_SIZE} fixed puzzles at the {SUDOKU_DIFFICULTY} difficulty "
+        f"({DIFFICULTIES[SUDOKU_DIFFICULTY][1]} clues), never a training puzzle; the SFT games "
+        f"are {SHIPPED_SFT['sudoku']['difficulty']} "
+        f"({DIFFICULTIES[SHIPPED_SFT['sudoku']['difficulty']][1]} clues)"
+    ),
+    "echo": "nothing to hold out: Echo has no task",
 }
 
 
@@ -130,8 +171,13 @@ def make_splits() -> dict[str, Any]:
         game = make("sudoku")
         game.reset(seed=SUDOKU_EVAL_SEED_BASE + i, difficulty=SUDOKU_DIFFICULTY)
         puzzles.append(game.puzzle)
+    catch = {
+        split: [{"rows": rows, "ball_col": col} for rows in heights for col in range(CATCH_COLUMNS)]
+        for split, heights in (("train", CATCH_TRAIN_ROWS), ("eval", CATCH_EVAL_ROWS))
+    }
     return {
         "wordle": {"seed": SPLIT_SEED, "train": train, "eval": held_out},
+        "catch": {"columns": CATCH_COLUMNS, **catch},
         "sudoku": {
             "difficulty": SUDOKU_DIFFICULTY,
             "eval_seeds": [SUDOKU_EVAL_SEED_BASE, SUDOKU_EVAL_SEED_BASE + SUDOKU_EVAL_SIZE - 1],
@@ -144,14 +190,113 @@ def make_splits() -> dict[str, Any]:
 def _splits() -> dict[str, Any]:
     path = data_dir() / "splits"
     return {
-        "wordle": json.loads((path / "wordle.json").read_text(encoding="utf-8")),
-        "sudoku": json.loads((path / "sudoku.json").read_text(encoding="utf-8")),
+        name: json.loads((path / f"{name}.json").read_text(encoding="utf-8"))
+        for name in ("wordle", "sudoku", "catch")
     }
 
 
 def wordle_secrets(split: str) -> tuple[str, ...]:
     """The Wordle secrets of a split (``data/splits/wordle.json``): train 125, eval 31."""
     return tuple(_splits()["wordle"][_check_split(split)])
+
+
+# -- held out means held out ----------------------------------------------------------------------
+_CATCH_ROW = re.compile(r"[.ox]+")
+_LETTERS = re.compile(r"[a-z]+")
+_TASK_COLUMNS = ("secret", "ball_col", "rows", "columns", "seed", "puzzle")
+
+
+def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What in ``rows`` (SFT rows or task rows of ``game``) shows an eval task; [] if nothing.
+
+    Why: a win rate on the eval split says something about learning only if the model never saw
+    an eval task in any form, as a task, an answer or a guess. Checked per game (``HELD_OUT``):
+
+    * Wordle: no eval secret as a whole word, in any case, in any string of the row (messages,
+      tool call arguments, the tools column, the task).
+    * Catch: no task on an eval board height (a task without ``rows`` plays the default board,
+      itself an eval height), and no board drawn in a user or tool message of that height.
+    * Sudoku: no task puzzle, and no board in a user message, equal to an eval puzzle.
+    * Echo: no task to leak, so a row carrying task columns is reported.
+    """
+    check = {"wordle": _wordle_leaks, "catch": _catch_leaks, "sudoku": _sudoku_leaks}.get(
+        _check_game(game), _echo_leaks
+    )
+    return [f"row {i}: {leak}" for i, row in enumerate(rows) for leak in check(row)]
+
+
+def _task_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The reset columns of an SFT row (its ``task``) or of a task row (its own columns)."""
+    if row.get("task") is not None:
+        return dict(row["task"])
+    return {key: row[key] for key in _TASK_COLUMNS if row.get(key) is not None}
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string in a row, keys included, with where it sits (``messages[2].content``)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key, f"{path}.{key} (key)")
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{path}[{i}]")
+
+
+def _wordle_leaks(row: Mapping[str, Any]) -> Iterator[str]:
+    held_out = set(wordle_secrets("eval"))
+    for key, value in row.items():
+        for path, text in _strings(value, str(key)):
+            for word in sorted(set(_LETTERS.findall(text.lower())) & held_out):
+                yield f"eval secret {word!r} in {path}"
+
+
+def _catch_leaks(row: Mapping[str, Any]) -> Iterator[str]:
+    heights = {task["rows"] for task in _splits()["catch"]["eval"]}
+    task = _task_of(row)
+    rows = task.get("rows", make("catch").rows)
+    if rows in heights:
+        default = "" if "rows" in task else " (no rows: the default board)"
+        yield f"task {task} is on an eval board height, {rows} rows{default}"
+    messages = row.get("messages") or []
+    if messages and not any(_board_heights(m["content"]) for m in messages if m["role"] == "user"):
+        yield "no board in the user message to check"
+    for i, message in enumerate(messages):
+        if message["role"] in ("user", "tool"):
+            for height in sorted(set(_board_heights(str(message["content"]))) & heights):
+                yield f"messages[{i}] draws a board of an eval height, {height} rows"
+
+
+def _board_heights(text: str) -> list[int]:
+    """The number of lines of each Catch board drawn in ``text``."""
+    heights, run = [], 0
+    for line in text.splitlines() + [""]:
+        if _CATCH_ROW.fullmatch(line):
+            run += 1
+        elif run:
+            heights, run = heights + [run], 0
+    return heights
+
+
+def _sudoku_leaks(row: Mapping[str, Any]) -> Iterator[str]:
+    held_out = set(_splits()["sudoku"]["eval"])
+    puzzle = _task_of(row).get("puzzle")
+    if puzzle in held_out:
+        yield f"task puzzle {puzzle} is an eval puzzle"
+    for i, message in enumerate(row.get("messages") or []):
+        if message["role"] == "user":
+            board = _sudoku_board(str(message["content"]))
+            shown = None if board is None else "".join(str(v) if v else "." for v in board)
+            if shown in held_out:
+                yield f"messages[{i}] shows the eval puzzle {shown}"
+
+
+def _echo_leaks(row: Mapping[str, Any]) -> Iterator[str]:
+    task = _task_of(row)
+    if task:
+        yield f"echo has no task, yet the row carries {task}"
 
 
 # -- tasks ----------------------------------------------------------------------------------------
@@ -178,14 +323,14 @@ class Task:
 class TaskProvider:
     """The tasks of one game and split, in a fixed order drawn from ``seed``.
 
-    Default sizes: train = the 125 train secrets / 100 Catch drops / 200 Sudoku puzzles / 100
-    Echo prompts; eval = the 31 held-out secrets / the five columns / the 50 eval puzzles / 20.
+    Default sizes: train = the 125 train secrets / Catch's 30 train boards and columns / 200
+    Sudoku puzzles / 100 Echo prompts; eval = the 31 held-out secrets / Catch's 10 held-out
+    boards and columns / the 50 eval puzzles / 20.
     A split with a fixed list of tasks is cycled through, reshuffled on each pass, when
     ``num_tasks`` exceeds it. The first ``k`` tasks do not depend on ``num_tasks``.
     """
 
     _SIZES = {
-        ("catch", "train"): 100,
         ("sudoku", "train"): 200,
         ("echo", "train"): 100,
         ("echo", "eval"): 20,
@@ -218,7 +363,7 @@ class TaskProvider:
         if self.game == "wordle":
             return list(wordle_secrets(self.split))
         if self.game == "catch":
-            return list(range(5))
+            return [dict(task) for task in _splits()["catch"][self.split]]
         if self.game == "sudoku" and self.split == "eval":
             return list(_splits()["sudoku"]["eval"])
         return None
@@ -255,7 +400,7 @@ class TaskProvider:
         if game == "wordle":
             return Task(game, prompt(game), {"secret": value}, value)
         if game == "catch":
-            return Task(game, prompt(game), {"ball_col": value}, str(value))
+            return Task(game, prompt(game), dict(value), str(value["ball_col"]))
         if game == "sudoku":
             return Task(game, prompt(game), {"puzzle": value}, solutions(value, 1)[0])
         return Task(game, prompt(game), {}, "")
@@ -345,12 +490,16 @@ def sft_examples(
     """The rows of ``sft_dataset`` as plain dicts (what the JSONL files hold), each validated.
 
     Game ``i`` plays task ``i`` of ``TaskProvider(game, split, seed=seed)`` with a player seeded
-    from ``(seed, i)``, so the first ``k`` games do not depend on ``num_games``.
+    from ``(seed, i)``, so the first ``k`` games do not depend on ``num_games``. Wordle's solver
+    and its blunders guess only the split's secrets, so no other split's word is ever shown.
     """
     _check_game(game)
     _check_count("num_games", num_games)
     env_cls = ENVS[game]
-    policy = noisy_policy(noise, reasoning=reasoning)
+    # Wordle's player guesses only the split's own secrets: a train game must not show an eval
+    # secret even as a probe or a blunder (data/splits/README.md).
+    words = wordle_secrets(split) if game == "wordle" else None
+    policy = noisy_policy(noise, reasoning=reasoning, words=words)
     tools = tool_schemas(env_cls)
     rows = []
     for i, task in enumerate(TaskProvider(game, split, num_games, seed, difficulty)):
@@ -387,7 +536,8 @@ def sft_dataset(
     ``noise`` is the noisy solver's blunder rate: blunders add states a perfect player never
     reaches (a wasted guess, an invalid move and its error) and the recovery from them, at the
     cost of training on the blunders too. ``reasoning=False`` leaves the assistant text empty.
-    Only ``split="train"`` tasks are used unless asked otherwise (Wordle's eval secrets never).
+    Only ``split="train"`` tasks are used unless asked otherwise; Wordle's guesses, too, come
+    from the split's secrets only, so a train set never shows an eval secret (``leaks``).
     """
     from datasets import Dataset
 
@@ -456,12 +606,30 @@ def sft_command(game: str) -> str:
     return f"kit.data.sft_dataset({game!r}, {args})"
 
 
+def _guesses(row: Mapping[str, Any]) -> list[str]:
+    return [
+        call["function"]["arguments"]["word"]
+        for m in row["messages"]
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+        if call["function"]["name"] == "guess"
+    ]
+
+
 def _sft_card(game: str, rows: Sequence[Mapping[str, Any]]) -> str:
     options = SHIPPED_SFT[game]
     turns = sum(sum(m["role"] == "assistant" for m in row["messages"]) for row in rows)
     won = sum(validate_example(row).won for row in rows)
     size = len(jsonl(rows).encode("utf-8"))
-    held_out = " (the 31 held-out eval secrets never appear)" if game == "wordle" else ""
+    held_out, guesses = "", ""
+    if game == "wordle":
+        held_out = f" (the {WORDLE_EVAL_SIZE} held-out eval secrets never appear)"
+        mean = sum(len(_guesses(row)) for row in rows) / len(rows)
+        guesses = f"""
+- Guesses: the solver, and its blunders, guess only the {len(wordle_secrets("train"))} train secrets
+  (`kit.solvers.policies.noisy_policy(..., words=kit.data.wordle_secrets("train"))`), so no
+  eval secret appears anywhere in the file, not even as a probe; `kit.data.leaks("wordle",
+  rows)` finds none. The solver needed {mean:.2f} guesses per game."""
     return f"""# kit SFT warm-up set: {game}
 
 Solver-played {game} games through `kit.envs.{ENVS[game].__name__}`, in the exact conversation
@@ -477,7 +645,7 @@ call, tool results as TRL formats them (`{{'error': ...}}` for errors), and a cl
   from states a perfect player never reaches, at the cost of also training on the blunders
   (their reasoning text reads "Let me try ...").
 - Regenerate: `python -m kit.data --write data/` (byte-identical; `--check` compares).
-- Tasks: the train split only{held_out}; see `data/splits/README.md`.
+- Tasks: the train split only{held_out}; see `data/splits/README.md`.{guesses}
 - Validation: every example was replayed in a fresh env and every tool result matched.
 - Games ending in a win: {won} of {len(rows)}.
 - Load: `kit.data.load_sft({game!r})`; train: `SFTTrainer(..., args=kit.train.sft_config(...))`.
@@ -492,13 +660,23 @@ Made by `kit.data.make_splits()`; regenerate with `python -m kit.data --write da
 
 - `wordle.json`: the 156 secrets of `data/wordle/secrets.txt` shuffled with
   `random.Random({seed})`; the first {wordle_eval} are held out (`eval`), the other {wordle_train}
-  are `train`. SFT sets and `task_dataset("wordle", "train")` use only `train`.
+  are `train`. SFT sets and `task_dataset("wordle", "train")` use only `train`, as tasks and
+  as guesses: the SFT solver guesses from the train list alone, so no eval secret appears in
+  any training file, in any form.
 - `sudoku.json`: {sudoku_eval} eval puzzles ({difficulty!r} difficulty, TextArena's clue count),
   from engine seeds {first}..{last}. Training puzzles come from seeds below {first} and are
   never equal to an eval puzzle; a few may share a bank puzzle with one up to relabelling and
   row/column permutations (the engine disguises 1000 base puzzles per difficulty).
-- Catch has five tasks (the ball's starting column); train and eval both hold all five.
+- `catch.json`: (board height, ball column) tasks on OpenSpiel's {catch_columns} columns. `train`
+  heights {catch_train}, `eval` heights {catch_eval} (OpenSpiel's default board is 10 x 5): no
+  training set plays a board of an eval height, so every eval episode is on a board the model
+  never saw.
 - Echo has no task.
+
+What each eval split holds out (`kit.data.HELD_OUT`; `kit.data.leaks(game, rows)` lists any
+training row that shows an eval task, and `tests/test_heldout.py` runs it on every set):
+
+{held_out}
 
 Licence: Apache-2.0. The secrets are Ogden's Basic English nouns as TextArena selects them.
 """
@@ -510,7 +688,7 @@ def write(root: Path) -> list[Path]:
     written = []
     folder = root / "splits"
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("wordle", "sudoku"):
+    for name in ("wordle", "sudoku", "catch"):
         path = folder / f"{name}.json"
         path.write_text(json.dumps(splits[name], indent=1) + "\n", encoding="utf-8")
         written.append(path)
@@ -522,12 +700,22 @@ def write(root: Path) -> list[Path]:
         difficulty=SUDOKU_DIFFICULTY,
         first=splits["sudoku"]["eval_seeds"][0],
         last=splits["sudoku"]["eval_seeds"][1],
+        catch_columns=CATCH_COLUMNS,
+        catch_train=list(CATCH_TRAIN_ROWS),
+        catch_eval=list(CATCH_EVAL_ROWS),
+        held_out="\n".join(
+            textwrap.fill(f"- {game}: {line}.", width=96, subsequent_indent="  ")
+            for game, line in HELD_OUT.items()
+        ),
     )
     (folder / "README.md").write_text(card, encoding="utf-8")
     written.append(folder / "README.md")
     _splits.cache_clear()
     for game, options in SHIPPED_SFT.items():
         rows = sft_examples(game, **options)
+        found = leaks(game, rows)
+        if found:  # a shipped training set must never show an eval task
+            raise ValueError(f"the {game} SFT set shows eval tasks: {found[:3]}")
         folder = root / "sft" / game
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "train.jsonl").write_text(jsonl(rows), encoding="utf-8")

@@ -186,11 +186,13 @@ class WordleEnv(_GameEnv):
 class CatchEnv(_GameEnv):
     """Catch (OpenSpiel ``catch``): a ball falls one row per move; end under it with the paddle.
 
-    Task columns: ``ball_col`` or ``seed``. Reward: +1 caught, -1 missed, at the ninth move.
+    Task columns: ``ball_col`` or ``seed``, and optionally the board's ``rows`` and ``columns``
+    (default 10 x 5). Reward: +1 caught, -1 missed, at the last move (the ninth on 10 rows).
     """
 
     game_name = "catch"
     task_keys = ("ball_col", "seed")
+    setting_keys = ("rows", "columns")
 
     def move(self, direction: str) -> str:
         """Move the paddle one column; the ball falls one row.

@@ -10,14 +10,19 @@ uses, so that an evaluation and a training batch are comparable token for token:
 * a **policy factory** from :mod:`kit.solvers.policies` (the solver, the noisy solver, random
   play) plays through ``run_episode``, the loop the SFT data and ``kit.diagnostics`` use.
 
-Per game it reports: win rate; mean reward (``kit.rewards.default_reward(game)``, the training
-reward, unless told otherwise); the valid-tool-call rate (executed calls that did not raise, over
+Per game it reports: win rate; the share of games played to their end (a small model often stops
+half-way, with a malformed call or a plain answer); mean reward (``kit.rewards.default_reward(game)``,
+the training reward, unless told otherwise); the valid-tool-call rate (executed calls that did not raise, over
 all executed calls: an unknown tool name or a move the game rejects is invalid; a malformed call
 is not a call at all, TRL parses it as plain text, which is why the share of episodes with at
 least one call is reported too); mean tool calls, assistant turns and model tokens per episode.
 Rates get Wilson intervals; means get a percentile bootstrap that resamples *tasks* (the
 ``samples`` episodes of one task are not independent). Wilson treats trials as independent, so
 the valid-call interval (calls of one episode are correlated) is optimistic.
+
+"Did training help?" is a paired question: :func:`compare` plays the *same* tasks before and
+after and bootstraps the difference over tasks, and over the episodes within each task, so a
+gain on a few lucky tasks does not pass for one.
 
     from kit.evaluate import evaluate
     from kit.solvers.policies import solver_policy
@@ -26,11 +31,13 @@ the valid-call interval (calls of one episode are correlated) is optimistic.
     result = evaluate(model, "wordle", tokenizer, samples=4)     # 4 sampled episodes per task
     baseline = evaluate(solver_policy(), "catch", name="solver")
     print(table([baseline, result]))                             # one row per (player, game)
+    compare(before, after, "catch", "win_rate")                  # paired: difference, interval, p
     kit.viz.inspector(result.trajectories, tokenizer)            # every episode, token by token
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -49,9 +56,19 @@ BOOTSTRAP_RESAMPLES = 2000
 # Completion budgets (TRL's max_completion_length) that hold a whole solver-length game with the
 # tiny model's 512-token vocabulary; a real tokenizer needs fewer tokens for the same text.
 BUDGETS = {"wordle": 1024, "catch": 1024, "sudoku": 4096, "echo": 256}
-METRICS = ("win_rate", "mean_reward", "valid_call_rate", "with_call", "calls", "turns", "tokens")
+METRICS = (
+    "win_rate",
+    "finished",
+    "mean_reward",
+    "valid_call_rate",
+    "with_call",
+    "calls",
+    "turns",
+    "tokens",
+)
 LABELS = {
     "win_rate": "win rate",
+    "finished": "games finished",
     "mean_reward": "mean reward",
     "valid_call_rate": "valid-call rate",
     "with_call": "episodes with a call",
@@ -139,6 +156,7 @@ class GameResult:
     tasks: int
     episodes: int
     win_rate: Estimate
+    finished: Estimate  # share of episodes whose game reached its end (won or lost)
     mean_reward: Estimate
     valid_call_rate: Estimate  # over executed calls; nan when the player made none
     with_call: Estimate  # share of episodes with at least one parsed tool call
@@ -148,6 +166,10 @@ class GameResult:
     valid_calls: int
     executed_calls: int
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    # Per task (in play order), each episode's value of every per-episode metric: what
+    # :func:`compare` pairs. ``task_ids`` name the tasks (their reset columns as JSON).
+    values: dict[str, list[list[float]]] = field(default_factory=dict, repr=False)
+    task_ids: list[str] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -294,6 +316,87 @@ def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]
         axes.axhline(0, color="black", linewidth=0.5)
     figure.axes[0].legend(fontsize=8)
     return figure
+
+
+# -- paired comparison ---------------------------------------------------------------------------
+PAIRED_METRICS = ("win_rate", "finished", "mean_reward", "with_call", "calls", "turns", "tokens")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``after - before`` on one metric over the same tasks, with a paired 95% interval and the
+    two-sided bootstrap p-value of "no difference"."""
+
+    game: str
+    metric: str
+    before: float
+    after: float
+    difference: Estimate
+    p_value: float
+    tasks: int
+
+    def __str__(self) -> str:
+        p = f"p < {1 / BOOTSTRAP_RESAMPLES:g}" if self.p_value == 0 else f"p = {self.p_value:.3f}"
+        return (
+            f"{LABELS[self.metric]} ({self.game}): {self.before:.2f} -> {self.after:.2f}, "
+            f"difference {self.difference} ({p}, paired bootstrap over {self.tasks} tasks)"
+        )
+
+
+def compare(
+    before: Evaluation,
+    after: Evaluation,
+    game: str,
+    metric: str = "win_rate",
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Comparison:
+    """Compare two evaluations of the same tasks on one per-episode metric.
+
+    A two-level bootstrap: each resample draws tasks with replacement, then, within each drawn
+    task, that task's episodes of each player with replacement, and takes the difference of the
+    means. Resampling the episodes too keeps the interval honest when a task has few of them (one
+    greedy episode has no spread to resample, so greedy-vs-greedy leans on the tasks alone). The
+    p-value is twice the smaller tail of the resampled differences at 0, at least ``1/resamples``
+    apart from exactly 0 (then no resample crossed 0). Raises ``ValueError`` unless both
+    evaluations played the same tasks in the same order (same split, ``num_tasks`` and ``seed``).
+    """
+    if metric not in PAIRED_METRICS:
+        raise ValueError(f"metric must be one of {PAIRED_METRICS}, got {metric!r}")
+    first, second = before[game], after[game]
+    if first.task_ids != second.task_ids:
+        raise ValueError(
+            f"{before.name!r} and {after.name!r} played different {game} tasks; a paired "
+            "comparison needs the same split, num_tasks and seed"
+        )
+    a, b = first.values.get(metric), second.values.get(metric)
+    if not a or not b or not all(a) or not all(b):
+        raise ValueError(f"no per-episode values of {metric!r} to compare for {game}")
+    rng = random.Random(f"kit.evaluate.compare/{seed}")
+    differences = []
+    n = len(a)
+    for _ in range(resamples):
+        total_a = total_b = 0.0
+        for _ in range(n):
+            i = rng.randrange(n)
+            total_a += sum(rng.choice(a[i]) for _ in a[i]) / len(a[i])
+            total_b += sum(rng.choice(b[i]) for _ in b[i]) / len(b[i])
+        differences.append((total_b - total_a) / n)
+    differences.sort()
+    mean_a = sum(sum(x) / len(x) for x in a) / n
+    mean_b = sum(sum(x) / len(x) for x in b) / n
+    low = differences[int(0.025 * (resamples - 1))]
+    high = differences[int(math.ceil(0.975 * (resamples - 1)))]
+    tail = min(sum(d <= 0 for d in differences), sum(d >= 0 for d in differences)) / resamples
+    return Comparison(
+        game=game,
+        metric=metric,
+        before=mean_a,
+        after=mean_b,
+        difference=Estimate(mean_b - mean_a, low, high, n),
+        p_value=min(1.0, 2 * tail),
+        tasks=n,
+    )
 
 
 # -- evaluation -----------------------------------------------------------------------------------
@@ -510,7 +613,8 @@ def _summarise(
 ) -> GameResult:
     """Score every episode and pool them; per-task groups feed the bootstrap."""
     per_task: dict[str, list[list[float]]] = {m: [[] for _ in range(tasks)] for m in METRICS}
-    wins = with_call = valid = executed = 0
+    task_ids = [""] * tasks
+    wins = finished = with_call = valid = executed = 0
     has_ids = all(t.prompt_ids for t in trajectories)
     for index, trajectory in enumerate(trajectories):
         env, completion = _replay(game, trajectory.task, trajectory.messages, cap)
@@ -525,8 +629,13 @@ def _summarise(
         valid += sum(c["error"] is None for c in answered)
         executed += len(answered)
         wins += trajectory.won
+        finished += env.done
         with_call += parsed > 0
         group = index // samples
+        task_ids[group] = json.dumps(trajectory.task, sort_keys=True, default=str)
+        per_task["win_rate"][group].append(float(trajectory.won))
+        per_task["finished"][group].append(float(env.done))
+        per_task["with_call"][group].append(float(parsed > 0))
         per_task["mean_reward"][group].append(score.total)
         per_task["calls"][group].append(float(parsed))
         per_task["turns"][group].append(float(len(_turns(trajectory.messages))))
@@ -537,6 +646,7 @@ def _summarise(
         tasks=tasks,
         episodes=len(trajectories),
         win_rate=_rate(wins, len(trajectories)),
+        finished=_rate(finished, len(trajectories)),
         mean_reward=_mean(per_task["mean_reward"], seed),
         valid_call_rate=_rate(valid, executed),
         with_call=_rate(with_call, len(trajectories)),
@@ -546,6 +656,8 @@ def _summarise(
         valid_calls=valid,
         executed_calls=executed,
         trajectories=trajectories,
+        values={m: v for m, v in per_task.items() if any(v)},
+        task_ids=task_ids,
     )
 
 

@@ -8,11 +8,15 @@ otherwise). The model is a randomly initialised ``Qwen3ForCausalLM`` of about 0.
 it learns nothing useful, but every code path it goes through is the one a 1.7B model takes.
 
 ``load(name)`` is the path GPU users take: a hub id or a local folder, with TRL's template put
-on tokenizers whose own template TRL does not know.
+on tokenizers whose own template TRL does not know. ``save(model, tokenizer, path)`` writes a
+checkpoint ``load`` accepts, all at once or not at all.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +103,8 @@ def tiny_model(
 ) -> tuple[Any, Any]:
     """Return ``(model, tokenizer)``: a random small ``Qwen3ForCausalLM`` and :func:`tiny_tokenizer`.
 
-    Deterministic given ``seed``. Save it with ``model.save_pretrained(dir)`` and
-    ``tokenizer.save_pretrained(dir)`` and reload it with :func:`load`, like any checkpoint.
+    Deterministic given ``seed``. Save it with :func:`save` (or ``model.save_pretrained(dir)``
+    and ``tokenizer.save_pretrained(dir)``) and reload it with :func:`load`, like any checkpoint.
     """
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -127,8 +131,84 @@ def tiny_model(
     return model, tokenizer
 
 
+# What a checkpoint folder needs, by the file names transformers and PEFT write. A tokenizer is
+# its vocabulary (``tokenizer_config.json`` alone is not one: transformers then builds a tokenizer
+# with a vocabulary of 1 and says nothing); a model is its config and its weights (an adapter
+# folder names its base model in ``adapter_config.json``).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+CONFIG_FILES = ("config.json", "adapter_config.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
+
+
+def missing_files(folder: str | Path) -> list[str]:
+    """What a local checkpoint folder lacks for :func:`load`, as readable phrases; ``[]`` if
+    complete. Each phrase lists the file names that would satisfy it."""
+    folder = Path(folder)
+    names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+    missing = []
+    for what, files in (
+        ("tokenizer", TOKENIZER_FILES),
+        ("model config", CONFIG_FILES),
+        ("model weights", WEIGHT_FILES),
+    ):
+        if not names.intersection(files):
+            missing.append(f"{what} ({' or '.join(files)})")
+    return missing
+
+
+def save(model: Any, tokenizer: Any, path: str | Path) -> Path:
+    """Write ``model`` and ``tokenizer`` as one checkpoint folder at ``path``, all or nothing.
+
+    Why: ``save_pretrained`` writes file by file, so a run killed (or failing) between the model
+    and the tokenizer leaves a folder that looks like a checkpoint and loads as a model with a
+    one-token vocabulary. Here both go into a hidden sibling folder first (same parent, so same
+    file system), which is then renamed to ``path`` in one step; on any failure the sibling is
+    removed and ``path`` is left as it was. ``path`` must not exist or be an empty folder: an
+    existing checkpoint is never overwritten. Returns ``path``.
+    """
+    path = Path(path)
+    _refuse_occupied(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.parent / f".{path.name}.partial-{uuid.uuid4().hex[:8]}"
+    partial.mkdir()
+    try:
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        missing = missing_files(partial)
+        if missing:
+            raise ValueError(f"saving wrote an incomplete checkpoint, no {', '.join(missing)}")
+        try:
+            os.replace(partial, path)  # POSIX replaces an empty folder in the same step
+        except OSError:
+            if not path.is_dir():
+                raise
+            _refuse_occupied(path)  # it was filled meanwhile
+            path.rmdir()  # an empty folder, which Windows will not replace
+            os.replace(partial, path)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return path
+
+
+def _refuse_occupied(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot save a checkpoint to {path}: it is a file, not a folder")
+    if path.is_dir() and any(path.iterdir()):
+        raise ValueError(
+            f"cannot save a checkpoint to {path}: the folder is not empty; name a new one"
+        )
+
+
 def load(
-    name_or_path: str,
+    name_or_path: str | Path,
     chat_template: str | None = None,
     dtype: str = "auto",
     device_map: str | None = None,
@@ -139,8 +219,22 @@ def load(
     ``chat_template`` (``"qwen3"`` or ``"qwen3_instruct_2507"``) replaces the tokenizer's own
     template with TRL's bundled one: needed for ChatML models whose template TRL does not
     recognise (SmolLM2, for one). Other keyword arguments go to ``from_pretrained``.
+
+    A local folder must hold a whole checkpoint (tokenizer, config and weights), or ``ValueError``
+    names what is missing: transformers itself loads a folder without tokenizer files as a
+    tokenizer with a vocabulary of 1, which then fails far from the cause. A path that is not a
+    local folder is a hub id, as before.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if Path(name_or_path).is_dir():
+        missing = missing_files(name_or_path)
+        if missing:
+            raise ValueError(
+                f"{name_or_path} is an incomplete checkpoint: no {'; no '.join(missing)}. "
+                "Save model and tokenizer together (kit.models.save does both at once)."
+            )
+        name_or_path = str(name_or_path)
 
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     if chat_template is not None:

@@ -1,13 +1,19 @@
-"""Trainer configs that work the same on a laptop CPU and a Colab GPU.
+"""Trainer configs that work the same on a laptop CPU and a Colab GPU, and the kit's recipes.
 
 TRL's configs default to bf16 and to logging integrations found on the machine; on a CPU the
-first fails and the second may try the network. These helpers pick safe defaults for the
-device at hand and leave every field overridable, so a notebook states only what it studies.
+first fails and the second may try the network. ``grpo_config`` and ``sft_config`` pick safe
+defaults for the device at hand and leave every field overridable, so a notebook states only
+what it studies. ``warm_up`` (SFT on the shipped solver games) and ``grpo`` (GRPO on a game's
+train tasks, every batch captured) are the two training phases that ``python -m kit.demo`` and
+the notebooks run, with the recipes :data:`SFT` and :data:`GRPO` measured there.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -57,3 +63,136 @@ def sft_config(output_dir: str, **overrides: Any) -> Any:
         "learning_rate": 1e-3,
     }
     return SFTConfig(output_dir=output_dir, **{**defaults, **overrides})
+
+
+# -- the recipes the runbook and the notebooks share ------------------------------------------
+# SFT warm-up: one whole conversation per step (2048 tokens hold a Catch game with the tiny
+# tokenizer; at 1024 only its first turns are learnt, and later calls come out malformed).
+SFT = {"per_device_train_batch_size": 1, "learning_rate": 2e-3, "max_length": 2048}
+SFT_STEPS = 200
+# GRPO from the warmed-up tiny model, measured on Catch (README, "Does it learn?"): one group of
+# 8 rollouts per step, sampled at temperature 0.5. At 1.0 the warmed-up tiny model breaks its
+# tool-call JSON within two turns in most episodes, no group sees a finished game, and the only
+# reward left to learn from is the format term; there, GRPO drifted towards not calling tools at
+# all (NOTES section 10 has two more such runs). At 0.5 it plays on, and the spread inside a
+# group comes from the game: finished or not, caught or not, how far from the ball.
+GRPO = {
+    "per_device_train_batch_size": 8,
+    "num_generations": 8,
+    "learning_rate": 1e-4,
+    "temperature": 0.5,
+}
+GRPO_STEPS = 60
+
+
+def warm_up(
+    model: Any,
+    tokenizer: Any,
+    games: str | Sequence[str],
+    steps: int,
+    seed: int,
+    output_dir: str | Path,
+    **overrides: Any,
+) -> list[dict[str, float]]:
+    """SFT ``model`` in place for ``steps`` steps on the shipped solver conversations of one game
+    or several (shuffled together); ``overrides`` change the recipe (:data:`SFT`), e.g. a
+    smaller ``learning_rate`` for a pretrained model. Return the logged losses."""
+    from datasets import concatenate_datasets
+    from trl import SFTTrainer
+
+    from kit.data import load_sft
+
+    games = [games] if isinstance(games, str) else list(games)
+    data = concatenate_datasets([load_sft(game) for game in games])
+    if len(games) > 1:
+        data = data.shuffle(seed=seed)
+    recipe = {"logging_steps": max(1, steps // 8), **SFT, **overrides}
+    args = sft_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    quiet(trainer, "sft", steps)
+    trainer.train()
+    return [
+        {"step": entry["step"], "loss": entry["loss"]}
+        for entry in trainer.state.log_history
+        if "loss" in entry
+    ]
+
+
+def grpo(
+    model: Any,
+    tokenizer: Any,
+    game: str,
+    steps: int,
+    seed: int,
+    output_dir: str | Path,
+    **overrides: Any,
+) -> tuple[Any, Any]:
+    """``steps`` GRPO steps on ``game``'s train tasks with its default reward, every batch
+    recorded by ``kit.masks.Capture``; ``overrides`` change the recipe (:data:`GRPO`) or any
+    ``GRPOConfig`` field (``max_completion_length`` defaults to ``kit.evaluate.BUDGETS``).
+    Return ``(trainer, capture)``; the model is trained in place."""
+    from trl import GRPOTrainer
+
+    from kit.data import TURN_LIMITS, task_dataset
+    from kit.envs import ENVS
+    from kit.evaluate import BUDGETS
+    from kit.masks import Capture
+    from kit.rewards import default_reward
+
+    recipe = {
+        "max_completion_length": BUDGETS[game],
+        "max_tool_calling_iterations": TURN_LIMITS[game],
+        **GRPO,
+        **overrides,
+    }
+    args = grpo_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
+    # Enough rows for every step: a step takes batch / num_generations rows of the task set.
+    rows = max(1, steps * args.per_device_train_batch_size // args.num_generations)
+    trainer = GRPOTrainer(
+        model=model,
+        args=args,
+        reward_funcs=default_reward(game),
+        train_dataset=task_dataset(game, "train", num_tasks=rows, seed=seed),
+        processing_class=tokenizer,
+        environment_factory=ENVS[game],
+    )
+    quiet(trainer, "grpo", steps)
+    capture = Capture(trainer)
+    try:
+        trainer.train()
+    finally:
+        capture.close()
+    return trainer, capture
+
+
+# By class name: importing transformers' NotebookProgressCallback needs IPython, which the
+# `train` extra (what the main command installs) does not have.
+_PROGRESS_CALLBACKS = ("PrinterCallback", "ProgressCallback", "NotebookProgressCallback")
+
+
+def quiet(trainer: Any, label: str, steps: int) -> None:
+    """Replace the trainer's progress bars and per-log dict dumps (in a terminal or a notebook)
+    with one short line per logging step."""
+    from transformers import TrainerCallback
+
+    class Line(TrainerCallback):
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+            if logs and "loss" in logs:
+                extra = "".join(
+                    f"  {name} {logs[key]:.3f}"
+                    for key, name in (("reward", "reward"), ("tools/call_frequency", "calls"))
+                    if key in logs
+                )
+                print(
+                    f"   {label} step {state.global_step}/{steps}  loss {logs['loss']:.4f}"
+                    f"{extra}  ({time.perf_counter() - self.started:.0f} s)",
+                    flush=True,
+                )
+
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback).__name__ in _PROGRESS_CALLBACKS:
+            trainer.remove_callback(callback)
+    trainer.add_callback(Line())

@@ -71,7 +71,8 @@ def test_task_rows_reset_two_instances_to_the_same_observation(game: str) -> Non
         with contextlib.suppress(ValueError):  # a move the game may refuse: state changes anyway
             getattr(used, next(iter(_tools(used))))(**_any_arguments(game))
         assert used.reset(**row) == first
-        task = {k: v for k, v in row.items() if k in ENVS[game].task_keys}
+        keys = ENVS[game].task_keys + ENVS[game].setting_keys  # Catch's board size included
+        task = {k: v for k, v in row.items() if k in keys}
         assert first == make(game).reset(**task)
 
 
@@ -97,7 +98,16 @@ def test_task_order_is_fixed_by_the_seed_and_extends() -> None:
     assert [t.task for t in TaskProvider("wordle", "train", 10, seed=4)] != small
     assert {t["secret"] for t in large} == set(wordle_secrets("train"))  # cycles through all
     assert {t.task["secret"] for t in TaskProvider("wordle", "eval")} == set(wordle_secrets("eval"))
-    assert sorted(t.task["ball_col"] for t in TaskProvider("catch", "eval")) == [0, 1, 2, 3, 4]
+    catch = json.loads((data_dir() / "splits" / "catch.json").read_text())
+    assert catch == make_splits()["catch"]
+    for split in ("train", "eval"):  # every board height with every starting column, once
+        tasks = [t.task for t in TaskProvider("catch", split)]
+        assert sorted(tasks, key=lambda t: (t["rows"], t["ball_col"])) == catch[split]
+        assert (
+            len(tasks)
+            == len({json.dumps(t, sort_keys=True) for t in tasks})
+            == 5 * len({t["rows"] for t in tasks})
+        )
 
 
 def test_tasks_carry_their_ground_truth() -> None:
@@ -179,7 +189,7 @@ def test_a_tampered_example_is_caught() -> None:
     )
     with pytest.raises(ValueError, match="differs from the env"):
         validate_example(moved)
-    wrong_task = {**row, "task": {"ball_col": (row["task"]["ball_col"] + 1) % 5}}
+    wrong_task = {**row, "task": {**row["task"], "ball_col": (row["task"]["ball_col"] + 1) % 5}}
     with pytest.raises(ValueError, match="reset observation"):
         validate_example(wrong_task)
 

@@ -1,7 +1,7 @@
 """`python -m kit.demo` runs end to end as a researcher runs it, and what it writes adds up.
 
-Tiny settings (5 SFT steps, 1 GRPO step): the point is the pipeline and the bookkeeping, not
-the learning, whose figures README.md reports with their command.
+Tiny settings (5 SFT steps, 1 GRPO step, 2 episodes per task): the point is the pipeline and
+the bookkeeping, not the learning, whose figures README.md reports with their command.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+from kit.data import HELD_OUT, TaskProvider  # noqa: E402
 from kit.evaluate import evaluate  # noqa: E402
 from kit.models import load, tiny_model  # noqa: E402
 
@@ -35,13 +36,27 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+ARGS = ("--sft-steps", "5", "--grpo-steps", "1", "--samples", "2", "--temperature", "0.5")
+
+
+def _measure(model, tokenizer):
+    """The runbook's evaluation, as a user would repeat it on a checkpoint."""
+    return evaluate(
+        model,
+        "catch",
+        tokenizer,
+        samples=2,
+        greedy=False,
+        temperature=0.5,
+        seed=3,
+        max_completion_length=BUDGET,
+    ).records()[0]
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "run"
-    done = _run(
-        *("--sft-steps", "5", "--grpo-steps", "1", "--max-completion-length", str(BUDGET)),
-        *("--seed", "3", "--out", str(out)),
-    )
+    done = _run(*ARGS, "--max-completion-length", str(BUDGET), "--seed", "3", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stdout, json.loads((out / "summary.json").read_text())
 
@@ -50,67 +65,87 @@ def demo(tmp_path_factory):
 def test_the_demo_writes_every_output_and_says_where(demo):
     out, stdout, summary = demo
     command = (
-        "python -m kit.demo --game catch --sft-steps 5 --grpo-steps 1 "
-        f"--max-completion-length {BUDGET} --seed 3 --out {out}"
+        "python -m kit.demo --game catch --sft-steps 5 --grpo-steps 1 --samples 2 "
+        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3"
     )
     assert summary["command"] == command and summary["seed"] == 3
     assert stdout.rstrip().endswith(f"reproduce: {command}")
     html = Path(summary["html"])
     assert html == out / "trajectory.html" and str(html) in stdout
     page = html.read_text(encoding="utf-8")
-    # the last captured batch: one group of four rollouts, each token view present
-    assert page.count("rollout ") == summary["grpo"]["captured_episodes"] == 4
+    # the last captured batch: one group of eight rollouts, each token view present
+    assert page.count("rollout ") == 8
     assert "model: sampled, trained" in page
-    for line in ("random init (catch)", "after SFT (catch)", "valid-call rate", "GRPO   step 1"):
+    for line in ("base (catch)", "SFT (catch)", "SFT + GRPO (catch)", "games finished"):
         assert line in stdout
+    assert f"held out: {HELD_OUT['catch']}" in stdout
+    assert summary["checkpoints"] == {
+        "sft": str(out / "sft-model"),
+        "grpo": str(out / "grpo-model"),
+    }
 
 
 @pytest.mark.slow
 def test_the_figures_are_coherent(demo):
     _, _, summary = demo
-    before, after = summary["evaluation"]
-    for record in (before, after):
-        assert record["game"] == "catch" and record["episodes"] == 5 and record["seed"] == 3
+    records = summary["evaluation"]
+    assert [r["player"] for r in records] == ["base", "SFT", "SFT + GRPO"]
+    for record in records:
+        assert record["game"] == "catch" and record["seed"] == 3
+        assert record["episodes"] == 2 * len(TaskProvider("catch", "eval"))
+        assert record["decoding"] == "sampled x2, T=0.5"
         assert 0 < record["tokens"] <= BUDGET
         assert 0 <= record["valid_calls"] <= record["executed_calls"]
         if record["executed_calls"] == 0:
             assert record["valid_call_rate"] is None  # undefined, written as null, not NaN
         assert record["win_rate_low"] <= record["win_rate"] <= record["win_rate_high"]
+    sft, grpo = records[1], records[2]
+    compared = {c["metric"]: c for c in summary["grpo_vs_sft"]}
+    assert set(compared) == {"win_rate", "finished", "mean_reward"}
+    for metric, comparison in compared.items():
+        # equal episodes per task: the mean of task means is the pooled figure of the table
+        assert comparison["sft"] == pytest.approx(sft[metric])
+        assert comparison["grpo"] == pytest.approx(grpo[metric])
+        assert comparison["difference"] == pytest.approx(grpo[metric] - sft[metric])
+        assert 0 <= comparison["p_value"] <= 1
     losses = summary["sft"]["losses"]
     assert [entry["step"] for entry in losses] == [1, 2, 3, 4, 5]
     assert losses[-1]["loss"] < losses[0]["loss"]  # five steps of SFT already lower the loss
     (step,) = summary["grpo"]["log"]
     assert step["step"] == 1 and {"loss", "reward", "tools/call_frequency"} <= set(step)
-    assert summary["seconds"] >= summary["sft"]["seconds"] + summary["grpo"]["seconds"]
+    seconds = summary["seconds"]
+    assert seconds["total"] >= seconds["SFT"] + seconds["GRPO"] + seconds["evaluate SFT"]
 
 
 @pytest.mark.slow
-def test_the_figures_reproduce_from_the_seed_and_the_checkpoint(demo):
-    """The 'before' row is the seed's tiny model; the 'after' row is the saved checkpoint."""
+def test_the_figures_reproduce_from_the_seed_and_the_checkpoints(demo):
+    """Each row comes from what the run left: the seed's tiny model, then each checkpoint."""
     out, _, summary = demo
-    before, after = summary["evaluation"]
-    model, tokenizer = tiny_model(seed=3)
-    again = evaluate(model, "catch", tokenizer, seed=3, max_completion_length=BUDGET).records()[0]
-    warmed, warmed_tokenizer = load(str(out / "sft-model"))
-    reloaded = evaluate(
-        warmed, "catch", warmed_tokenizer, seed=3, max_completion_length=BUDGET
-    ).records()[0]
-    for recorded, fresh in ((before, again), (after, reloaded)):
-        for key in ("win_rate", "executed_calls", "valid_calls", "tokens", "mean_reward"):
-            assert recorded[key] == pytest.approx(fresh[key]), key
+    base, sft, grpo = summary["evaluation"]
+    rows = [(base, _measure(*tiny_model(seed=3)))]
+    rows += [(sft, _measure(*load(out / "sft-model"))), (grpo, _measure(*load(out / "grpo-model")))]
+    for recorded, fresh in rows:
+        for key in ("win_rate", "finished", "executed_calls", "valid_calls", "tokens"):
+            assert recorded[key] == pytest.approx(fresh[key]), (recorded["player"], key)
 
 
-def test_bad_options_are_refused_with_a_reason(capsys):
+def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
     from kit.demo import main
 
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
     for argv, message in (
         (["--sft-steps", "0"], "--sft-steps must be at least 1"),
+        (["--samples", "0"], "--samples must be at least 1"),
+        (["--temperature", "0"], "--temperature must be a positive number"),
         (["--game", "chess"], "invalid choice: 'chess'"),
         (["--max-completion-length", "-4"], "--max-completion-length must be at least 1"),
+        (["--out", str(a_file)], "is a file, not a folder"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert a_file.read_text() == "mine"
 
 
 def test_the_demo_never_overwrites_an_earlier_run(demo):

@@ -14,10 +14,12 @@ import pytest
 
 pytest.importorskip("trl")
 
+from kit.data import CATCH_COLUMNS, CATCH_EVAL_ROWS  # noqa: E402
 from kit.evaluate import (  # noqa: E402
     METRICS,
     Evaluation,
     bootstrap_mean,
+    compare,
     evaluate,
     plot,
     table,
@@ -43,6 +45,10 @@ def scripted(tiny, turns: list[str]):
 
 
 STAY = tool_call("stay")
+CATCH_EVAL_TASKS = CATCH_COLUMNS * len(CATCH_EVAL_ROWS)  # every column of each held-out height
+# OpenSpiel's default 10 x 5 board (one of the eval heights), every starting column: each game
+# takes exactly nine moves, so a script of nine stays plays every game to its end.
+TEN_ROWS = [{"rows": 10, "ball_col": column} for column in range(CATCH_COLUMNS)]
 
 
 # -- intervals -------------------------------------------------------------------------------------
@@ -84,7 +90,7 @@ def test_bootstrap_resamples_tasks_and_is_seeded():
 def test_the_solver_wins_every_eval_task(game):
     result = evaluate(solver_policy(), game, name="solver")
     row = result[game]
-    assert row.episodes == row.tasks == {"catch": 5, "wordle": 31}[game]
+    assert row.episodes == row.tasks == {"catch": CATCH_EVAL_TASKS, "wordle": 31}[game]
     assert row.win_rate.value == 1.0 and row.win_rate.low > 0.5
     assert row.valid_call_rate.value == 1.0 and row.valid_calls == row.executed_calls > 0
     assert row.with_call.value == 1.0
@@ -99,8 +105,8 @@ def test_players_rank_as_expected_and_samples_multiply_episodes():
     solver = evaluate(solver_policy(), "catch", name="solver")
     noisy = evaluate(noisy_policy(0.5), "catch", samples=4, name="noisy")
     floor = evaluate(random_policy(), "catch", samples=4, name="random")
-    assert noisy["catch"].episodes == floor["catch"].episodes == 20
-    assert noisy["catch"].tasks == 5
+    assert noisy["catch"].episodes == floor["catch"].episodes == 4 * CATCH_EVAL_TASKS
+    assert noisy["catch"].tasks == CATCH_EVAL_TASKS
     rates = [e["catch"].win_rate.value for e in (solver, noisy, floor)]
     assert rates[0] > rates[1] > rates[2]
     assert evaluate(noisy_policy(0.5), "catch", samples=4).games["catch"].win_rate == (
@@ -121,6 +127,43 @@ def test_policy_episodes_get_token_ids_and_states_with_a_tokenizer(tiny):
         last_board = "".join(trajectory.states[-1].splitlines()[-10:])
         assert last_board.count("x") == 1 and "o" not in last_board  # caught: x covers o
     assert row.tokens.value == sum(t.counts()["model"] for t in row.trajectories) / 2
+
+
+def test_finished_counts_games_that_reached_their_end():
+    solver = evaluate(solver_policy(), "catch")["catch"]
+    assert solver.finished.value == 1.0
+    # capped at three rounds, no game of 8 or 10 rows reaches its end
+    capped = evaluate(solver_policy(), "catch", max_tool_calling_iterations=3)["catch"]
+    assert capped.finished.value == 0.0 and capped.finished.n == CATCH_EVAL_TASKS
+    assert [sum(v) for v in capped.values["finished"]] == [0.0] * CATCH_EVAL_TASKS
+
+
+# -- paired comparison -----------------------------------------------------------------------------
+def test_compare_separates_players_of_known_strength_and_not_a_player_from_itself():
+    floor = evaluate(random_policy(), "catch", samples=4, seed=2, name="random")
+    noisy = evaluate(noisy_policy(0.2), "catch", samples=4, seed=2, name="noisy")
+    better = compare(floor, noisy, "catch", "win_rate")
+    assert better.difference.value == pytest.approx(
+        noisy["catch"].win_rate.value - floor["catch"].win_rate.value
+    )
+    assert better.difference.low > 0 and better.p_value < 0.05 and better.tasks == CATCH_EVAL_TASKS
+    assert "paired bootstrap over 10 tasks" in str(better)
+    worse = compare(noisy, floor, "catch", "win_rate")
+    assert worse.difference.value == pytest.approx(-better.difference.value)
+    assert worse.difference.high < 0
+    again = evaluate(random_policy(), "catch", samples=8, seed=2, name="random again")
+    same = compare(floor, again, "catch", "win_rate")  # the same player, more episodes
+    assert same.difference.low <= 0 <= same.difference.high and same.p_value > 0.05
+    assert compare(floor, noisy, "catch", "win_rate") == better  # seeded
+
+
+def test_compare_refuses_unpaired_tasks_and_per_call_metrics():
+    first = evaluate(random_policy(), "catch", samples=2, seed=0)
+    other_tasks = evaluate(random_policy(), "catch", samples=2, seed=0, num_tasks=4)
+    with pytest.raises(ValueError, match="different catch tasks"):
+        compare(first, other_tasks, "catch")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        compare(first, first, "catch", "valid_call_rate")
 
 
 # -- models ----------------------------------------------------------------------------------------
@@ -151,7 +194,7 @@ def test_the_random_tiny_model_plays_for_real_and_reproducibly(tiny):
 @pytest.mark.slow
 def test_a_model_whose_calls_are_all_valid_gets_valid_rate_one(tiny):
     model, tokenizer = scripted(tiny, [STAY] * 9)
-    row = evaluate(model, "catch", tokenizer)["catch"]
+    row = evaluate(model, "catch", tokenizer, tasks=TEN_ROWS)["catch"]
     assert row.valid_call_rate.value == 1.0
     assert row.valid_calls == row.executed_calls == 45
     assert row.with_call.value == 1.0 and row.calls.value == 9.0
@@ -164,13 +207,13 @@ def test_a_model_whose_calls_are_all_valid_gets_valid_rate_one(tiny):
 def test_rejected_and_unknown_calls_count_as_invalid(tiny):
     turns = [tool_call("move", direction="UP"), tool_call("jump"), *[STAY] * 9]
     model, tokenizer = scripted(tiny, turns)
-    row = evaluate(model, "catch", tokenizer)["catch"]
+    row = evaluate(model, "catch", tokenizer, tasks=TEN_ROWS)["catch"]
     assert (row.valid_calls, row.executed_calls) == (45, 55)
     assert row.valid_call_rate.value == pytest.approx(45 / 55)
     # the default reward charges each failed call
     clean, _ = scripted(tiny, [STAY] * 9)
     assert row.mean_reward.value == pytest.approx(
-        evaluate(clean, "catch", tokenizer)["catch"].mean_reward.value - 0.2
+        evaluate(clean, "catch", tokenizer, tasks=TEN_ROWS)["catch"].mean_reward.value - 0.2
     )
 
 
@@ -178,7 +221,7 @@ def test_rejected_and_unknown_calls_count_as_invalid(tiny):
 def test_calls_past_the_tool_calling_cap_are_not_run(tiny):
     model, tokenizer = scripted(tiny, [STAY] * 9)
     row = evaluate(model, "catch", tokenizer, max_tool_calling_iterations=3)["catch"]
-    assert row.executed_calls == 15  # three rounds per episode
+    assert row.executed_calls == 3 * row.episodes  # three rounds per episode
     assert row.calls.value == 4.0  # the fourth turn's call was parsed, never run
     assert row.win_rate.value == 0.0  # no game reached its end
     for trajectory in row.trajectories:
@@ -193,7 +236,7 @@ def test_tables_and_plot_show_every_player_and_metric():
     ]
     frame = table(results)
     assert list(frame["player"]) == ["solver", "solver", "random"]
-    assert frame.loc[0, "win rate"] == "1.00 [0.57, 1.00]"
+    assert frame.loc[0, "win rate"] == "1.00 [0.72, 1.00]"  # 10 of 10 eval boards
     text = text_table(results)
     assert "random" in text and "95% interval" in text
     records = results[0].records()

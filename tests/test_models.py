@@ -9,7 +9,14 @@ pytest.importorskip("trl")
 
 from trl.chat_template_utils import add_response_schema, supports_tool_calling  # noqa: E402
 
-from kit.models import SPECIAL_TOKENS, load, tiny_model, tiny_tokenizer, trl_chat_template  # noqa: E402
+from kit.models import (  # noqa: E402
+    SPECIAL_TOKENS,
+    load,
+    save,
+    tiny_model,
+    tiny_tokenizer,
+    trl_chat_template,
+)
 
 CONVERSATION = [
     {"role": "user", "content": "Play."},
@@ -83,3 +90,90 @@ def test_load_puts_trls_template_on_an_unrecognised_tokenizer(tiny, tmp_path):
 def test_unknown_template_name_is_refused():
     with pytest.raises(ValueError, match="unknown chat template"):
         trl_chat_template("llama9")
+
+
+# --- checkpoints: written at once, refused when incomplete -----------------------------------
+
+
+def _same_outputs(model, loaded, tokenizer) -> bool:
+    ids = torch.tensor([tokenizer.encode("[crane]", add_special_tokens=False)])
+    with torch.no_grad():
+        return torch.allclose(model(ids).logits, loaded(ids).logits)
+
+
+def test_save_writes_a_checkpoint_load_reads(tiny, tmp_path):
+    model, tokenizer = tiny
+    path = save(model, tokenizer, tmp_path / "runs" / "ck")  # parents are created
+    assert path == tmp_path / "runs" / "ck"
+    names = {p.name for p in path.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= names
+    assert [p.name for p in path.parent.iterdir()] == ["ck"]  # no partial folder left beside it
+    loaded, loaded_tokenizer = load(path, dtype=torch.float32)
+    assert _same_outputs(model, loaded, tokenizer)
+    assert len(loaded_tokenizer) == len(tokenizer) > 500
+    assert loaded_tokenizer.chat_template == tokenizer.chat_template
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert save(model, tokenizer, empty) == empty  # an empty folder is taken over
+    assert {p.name for p in empty.iterdir()} == names
+
+
+def test_load_refuses_a_folder_with_the_model_only(tiny, tmp_path):
+    model, _ = tiny
+    model.save_pretrained(tmp_path)
+    # transformers alone loads this as a tokenizer with a vocabulary of 1, without a word.
+    with pytest.raises(ValueError, match=r"incomplete checkpoint: no tokenizer \(tokenizer.json"):
+        load(str(tmp_path))
+
+
+def test_load_refuses_a_folder_with_the_tokenizer_only(tiny, tmp_path):
+    _, tokenizer = tiny
+    tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="no model config .*; no model weights") as error:
+        load(tmp_path)
+    assert "no tokenizer" not in str(error.value)
+    (tmp_path / "model.safetensors").unlink(missing_ok=True)
+    (tmp_path / "config.json").write_text("{}")  # a config without weights is no better
+    with pytest.raises(ValueError, match="no model weights"):
+        load(tmp_path)
+
+
+def test_load_still_takes_a_hub_id_that_is_no_local_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OSError) as error:  # offline: transformers' own error, not ours
+        load("no-such-org/no-such-model")
+    assert "incomplete checkpoint" not in str(error.value)
+
+
+def test_save_refuses_an_occupied_path_and_leaves_it_alone(tiny, tmp_path):
+    model, tokenizer = tiny
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty"):
+        save(model, tokenizer, folder)
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+    assert (folder / "notes.txt").read_text() == "mine"
+    file = tmp_path / "model.bin"
+    file.write_text("not a folder")
+    with pytest.raises(ValueError, match="is a file"):
+        save(model, tokenizer, file)
+    assert file.read_text() == "not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck", "model.bin"]
+
+
+def test_a_failed_save_leaves_nothing_behind(tiny, tmp_path, monkeypatch):
+    model, tokenizer = tiny
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(tokenizer, "save_pretrained", disk_full)  # after the model was written
+    with pytest.raises(OSError, match="No space left"):
+        save(model, tokenizer, tmp_path / "ck")
+    assert list(tmp_path.iterdir()) == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(OSError, match="No space left"):
+        save(model, tokenizer, empty)
+    assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []

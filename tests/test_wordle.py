@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from kit.paths import data_dir
 from kit.solvers import play, solver
 from kit.solvers.wordle import FIRST_GUESS, WordleSolver
 
+ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = json.loads((FIXTURES / "wordle.json").read_text())
 EPISODES = FIXTURE["episodes"]
@@ -232,9 +236,8 @@ def _generator():
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("variant", ["Wordle-v0", "Wordle-v0-long"])
-def test_live_oracle(variant: str) -> None:
+def test_live_oracle(variant: str, nltk_data: None) -> None:
     pytest.importorskip("textarena")
-    pytest.importorskip("nltk")
     generator = _generator()
     rng = random.Random(2024)
     for script in generator.random_episodes(variant, 40, seed=rng.randrange(10**6)):
@@ -253,6 +256,29 @@ def test_live_oracle(variant: str) -> None:
         secret = rng.choice(env.word_list)
         env.state.game_state["secret_word"] = secret
         assert feedback(secret, guess) == " ".join(env._evaluate_guess(guess))
+
+
+@pytest.mark.oracle
+def test_live_oracle_without_nltk_data_skips_except_in_ci(tmp_path: Path) -> None:
+    # A plain clone has no ../shared/reference/nltk_data: the oracle says why it skips, and in
+    # CI it runs (and fails) instead of hiding the missing data behind a skip.
+    pytest.importorskip("textarena")
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["NLTK_DATA"] = str(tmp_path / "missing")
+    test = f"{Path(__file__).resolve().relative_to(ROOT)}::test_live_oracle[Wordle-v0]"
+    # Without the notebook plugin (a faster start); the test's own conftest still applies.
+    options = ["-q", "-rs", "-p", "no:cacheprovider", "-p", "no:nbval", "-o", "addopts="]
+    command = [sys.executable, "-m", "pytest", *options, test]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout[-3000:]
+    assert (
+        "NLTK data corpora/words, taggers/averaged_perceptron_tagger_eng not found" in done.stdout
+    )
+    done = subprocess.run(
+        command, cwd=ROOT, env={**env, "CI": "true"}, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout[-3000:]
+    assert "LookupError" in done.stdout
 
 
 # --- the solver ----------------------------------------------------------------------------------

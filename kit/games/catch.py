@@ -22,6 +22,9 @@ not advance the game, pays 0.0, returns an error line as its observation and cou
 
 Task: ``reset(ball_col=k)`` applies chance outcome ``k``; ``reset(seed=s)`` draws the column with
 ``random.Random(s)``; ``reset()`` draws it from the engine's own generator (not reproducible).
+``rows=`` and ``columns=`` play that one episode on another board (OpenSpiel's game parameters of
+the same names), so that a task set can hold boards a model never trained on; without them the
+episode uses the board the engine was made with.
 """
 
 from __future__ import annotations
@@ -67,8 +70,8 @@ class Catch:
 
     def __init__(self, rows: int = 10, columns: int = 5) -> None:
         # OpenSpiel also builds boards with fewer than 2 rows: they end before any action.
-        self.rows = _check_int("rows", rows, 2)
-        self.columns = _check_int("columns", columns, 1)
+        self.rows = self._rows = _check_int("rows", rows, 2)
+        self.columns = self._columns = _check_int("columns", columns, 1)
         self._rng = random.Random()
         self._started = False
         self._set(ball_col=0)
@@ -84,19 +87,26 @@ class Catch:
         self.invalid_moves = 0
 
     def reset(self, **task: Any) -> str:
-        """Start a game; task ``ball_col=k`` or ``seed=s`` (or neither). Returns the board."""
-        unknown = sorted(set(task) - {"ball_col", "seed"})
+        """Start a game; task ``ball_col=k`` or ``seed=s`` (or neither), optionally on a board of
+        ``rows`` x ``columns``. Returns the board."""
+        unknown = sorted(set(task) - {"ball_col", "seed", "rows", "columns"})
         if unknown:
-            raise ValueError(f"unknown task keys {unknown}; Catch takes ball_col or seed")
+            raise ValueError(
+                f"unknown task keys {unknown}; Catch takes ball_col or seed, and rows, columns"
+            )
         ball_col, seed = task.get("ball_col"), task.get("seed")
         if ball_col is not None and seed is not None:
             raise ValueError("pass ball_col or seed, not both")
+        # Everything is checked before any state changes: a bad task leaves the last game intact.
+        rows = _check_int("rows", task.get("rows", self._rows), 2)
+        columns = _check_int("columns", task.get("columns", self._columns), 1)
         if ball_col is not None:
-            column = _check_int("ball_col", ball_col, 0, self.columns - 1)
+            column = _check_int("ball_col", ball_col, 0, columns - 1)
         elif seed is not None:
-            column = random.Random(_check_int("seed", seed)).randrange(self.columns)
+            column = random.Random(_check_int("seed", seed)).randrange(columns)
         else:
-            column = self._rng.randrange(self.columns)
+            column = self._rng.randrange(columns)
+        self.rows, self.columns = rows, columns
         self._set(column)
         self._started = True
         return self.render()

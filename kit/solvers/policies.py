@@ -20,6 +20,9 @@ return factories. ``run_episode`` resets an env from a dataset row and plays one
 
 The scripted players read the game state from the observation text only (never from the env),
 so a blunder the noisy solver swaps in is seen, like any move, through the board or the feedback.
+For Wordle the scripted factories take ``words=``, the only words their players may guess (the
+solver's candidates and probes, the blunders): ``kit.data`` passes a split's secrets so that its
+SFT data never shows another split's word.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import inspect
 import random
 import re
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -297,17 +300,26 @@ def _wordle_reason(messages: list[Message], word: str) -> str:
 class _RandomPlayer:
     """A well-formed move drawn at random: the floor any reward should rank below the solver."""
 
-    def __init__(self, env_cls: type, seed: int, reasoning: bool) -> None:
-        self.game = env_cls.game_name
+    def __init__(
+        self, env_cls: type, seed: int, reasoning: bool, words: Collection[str] | None = None
+    ) -> None:
+        self.game = _check_words(env_cls.game_name, words)
         self.options = dict(env_cls.options)
         self.rng = random.Random(seed)
         self.reasoning = reasoning
+        self.words = None if words is None else tuple(sorted(set(words)))
 
     def move(self, messages: list[Message]) -> tuple[str, dict[str, Any]]:
         rng = self.rng
         if self.game == "wordle":
-            words = _sorted_dictionary(make("wordle", **self.options).word_length)
+            length = make("wordle", **self.options).word_length
+            words = _sorted_dictionary(length)
+            if self.words is not None:
+                allowed = dictionary(length)
+                words = tuple(w for w in self.words if w in allowed)
             guessed = {args.get("word") for name, args in _own_calls(messages) if name == "guess"}
+            if guessed.issuperset(words):
+                raise ValueError("no word left that the random player may guess")
             word = rng.choice(words)
             while word in guessed:
                 word = rng.choice(words)
@@ -342,15 +354,24 @@ class _SolverPlayer:
     The solver reads every observation, blunders included, so it plays on from the real state.
     """
 
-    def __init__(self, env_cls: type, seed: int, noise: float, reasoning: bool) -> None:
-        self.game = env_cls.game_name
+    def __init__(
+        self,
+        env_cls: type,
+        seed: int,
+        noise: float,
+        reasoning: bool,
+        words: Collection[str] | None = None,
+    ) -> None:
+        self.game = _check_words(env_cls.game_name, words)
         options = dict(env_cls.options)
+        if words is not None:
+            options["words"] = words
         self.solver = solver(self.game, **options)
         if "seed" in inspect.signature(type(self.solver)).parameters:
             self.solver = solver(self.game, **options, seed=seed)  # echo's messages vary with it
         self.noise = noise
         self.rng = random.Random(seed)
-        self.blunder = _RandomPlayer(env_cls, seed + 1, reasoning)
+        self.blunder = _RandomPlayer(env_cls, seed + 1, reasoning, words)
         self.reasoning = reasoning
 
     def __call__(self, messages: list[Message]) -> Message:
@@ -373,26 +394,47 @@ def _check_noise(noise: float) -> float:
     return float(noise)
 
 
-def solver_policy(reasoning: bool = False) -> PolicyFactory:
-    """The game's solver (``kit.solvers``): the ceiling a reward should rank first."""
-    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, 0.0, reasoning)
+def _check_words(game: str, words: Collection[str] | None) -> str:
+    if words is not None and (game != "wordle" or isinstance(words, str) or not words):
+        raise ValueError(
+            f"words is a non-empty collection of Wordle guesses; got {words!r} for {game!r}"
+        )
+    return game
 
 
-def noisy_policy(noise: float = 0.3, reasoning: bool = False) -> PolicyFactory:
-    """The solver, but each move is replaced by the random policy's with probability ``noise``."""
+def solver_policy(reasoning: bool = False, words: Collection[str] | None = None) -> PolicyFactory:
+    """The game's solver (``kit.solvers``): the ceiling a reward should rank first.
+
+    ``words`` (Wordle only) is the pool every guess comes from, e.g. the train split's secrets,
+    so that data made by this player never shows a held-out word; see ``WordleSolver``.
+    """
+    _check_words("wordle", words)
+    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, 0.0, reasoning, words)
+
+
+def noisy_policy(
+    noise: float = 0.3, reasoning: bool = False, words: Collection[str] | None = None
+) -> PolicyFactory:
+    """The solver, but each move is replaced by the random policy's with probability ``noise``.
+
+    ``words`` (Wordle only) restricts the solver's guesses and the blunders alike.
+    """
     noise = _check_noise(noise)
-    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning)
+    _check_words("wordle", words)
+    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning, words)
 
 
-def random_policy(reasoning: bool = False) -> PolicyFactory:
+def random_policy(reasoning: bool = False, words: Collection[str] | None = None) -> PolicyFactory:
     """Random well-formed moves: a player that has learnt the tools but not the game.
 
-    Wordle: a dictionary word not guessed yet (always accepted). Catch: LEFT, STAY or RIGHT.
+    Wordle: a dictionary word not guessed yet (always accepted), or one of ``words`` if given.
+    Catch: LEFT, STAY or RIGHT.
     Sudoku: a random digit in a random empty cell (usually rejected: only the solution's digit
     is accepted; a player picking among the digits the row, column and box allow would win most
     default-difficulty games, too strong for a floor). Echo: 1-10 random letters.
     """
-    return lambda env_cls, seed: _RandomPlayer(env_cls, seed, reasoning)
+    _check_words("wordle", words)
+    return lambda env_cls, seed: _RandomPlayer(env_cls, seed, reasoning, words)
 
 
 def model_policy(

@@ -11,12 +11,22 @@ counting one less. Guesses come from the secret list itself, candidates or not: 
 obscure dictionary words would gain little here and read as odd play in SFT data. The opening
 guess of each variant is precomputed (``FIRST_GUESS``). Over all 156 ``Wordle-v0`` secrets it
 needs 2.70 guesses on average and never more than 4 (``tests/test_wordle.py`` checks <= 3.6, 6).
+
+``words=`` replaces the secret list by a pool of its own: the solver then believes the secret is
+one of them and guesses nothing else, ever. Why: SFT data made from the train split's secrets
+must not show a held-out secret even as a probe, so ``kit.data`` hands it the split's secrets
+(through ``kit.solvers.policies``). With the 125 train secrets as its pool it needs 2.62 guesses
+on average over them, never more than 4 (2.73 with the whole list: a smaller pool leaves fewer
+candidates). A secret outside the pool cannot be found: once no pool word fits the feedback, it
+plays the pool words it has not tried, in alphabetical order, and loses.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
+from functools import cache
 
 from kit.games.wordle import LENGTHS, dictionary, feedback, secrets
 
@@ -31,19 +41,41 @@ _SAMPLE = 400
 
 
 class WordleSolver:
-    """``act(observation) -> "[word]"``; options as ``kit.games.wordle.Wordle``'s."""
+    """``act(observation) -> "[word]"``; options as ``kit.games.wordle.Wordle``'s, and ``words``,
+    the pool it guesses from (default: the variant's secret list)."""
 
-    def __init__(self, word_length: int = 5, num_guesses: int = 6, hardcore: bool = False) -> None:
+    def __init__(
+        self,
+        word_length: int = 5,
+        num_guesses: int = 6,
+        hardcore: bool = False,
+        words: Iterable[str] | None = None,
+    ) -> None:
         if word_length not in LENGTHS:
             raise ValueError(f"word_length must be one of {LENGTHS}, got {word_length!r}")
         self.hardcore = hardcore
+        # Sorted: the order breaks ties, so a set's order (it varies between processes) would
+        # change the play.
+        self.words = None if words is None else tuple(sorted(set(words)))
         self._new_game(word_length, num_guesses)
+
+    def _pool(self, word_length: int) -> tuple[str, ...]:
+        """The words this solver may guess and believes the secret is among."""
+        if self.words is None:
+            return secrets(word_length, self.hardcore)
+        pool = tuple(
+            w for w in self.words if len(w) == word_length and w in dictionary(word_length)
+        )
+        if not pool:
+            raise ValueError(f"no word of the pool is a {word_length}-letter dictionary word")
+        return pool
 
     def _new_game(self, word_length: int, attempts: int) -> None:
         self.word_length = word_length
         self.attempts = attempts
         self.history: list[tuple[str, str]] = []  # (guess, feedback) as the game reported them
-        self.candidates: list[str] = list(secrets(word_length, self.hardcore))
+        self.pool = self._pool(word_length)
+        self.candidates: list[str] = list(self.pool)
 
     def act(self, observation: str) -> str:
         """Read the newest text (or the whole history) and return the next guess, e.g. ``[store]``."""
@@ -55,7 +87,9 @@ class WordleSolver:
             if (word, marks) not in self.history and len(word) == self.word_length:
                 self.history.append((word, marks))
                 self.candidates = [c for c in self.candidates if feedback(c, word) == marks]
-        if not self.candidates:  # the secret is not in the list: fall back on the dictionary
+        if not self.candidates and self.words is None:
+            # The secret is not in the list: fall back on the dictionary. A pool of one's own is
+            # a promise never to guess outside it, so there is no such fallback then.
             self.candidates = sorted(
                 w
                 for w in dictionary(self.word_length)
@@ -64,21 +98,33 @@ class WordleSolver:
         return f"[{self._choose()}]"
 
     def _choose(self) -> str:
-        if not self.history and (self.word_length, self.hardcore) in FIRST_GUESS:
-            return FIRST_GUESS[self.word_length, self.hardcore]
+        if not self.history:
+            if self.words is not None:
+                return _opening(self.pool)
+            if (self.word_length, self.hardcore) in FIRST_GUESS:
+                return FIRST_GUESS[self.word_length, self.hardcore]
+        return self._best()
+
+    def _best(self) -> str:
         words = dictionary(self.word_length)
         guessed = {g for g, _ in self.history}
         # Capitalised secrets (hardcore) cannot be typed: a guess is lower-cased by the game.
         playable = [c for c in self.candidates if c in words and c not in guessed]
-        if not playable:  # only untypable candidates left: probe with a good dictionary word
-            return self._shortlist(words, guessed)[0]
+        if not playable:  # only untypable candidates left: probe with a good allowed word
+            allowed = words if self.words is None else self.pool
+            probes = self._shortlist(allowed, guessed)
+            if not probes:
+                raise ValueError("every word of the pool has been guessed")
+            return probes[0]
         if len(playable) <= 2 or len(self.history) >= self.attempts - 1:
             return playable[0]
         step = max(1, len(self.candidates) // _SAMPLE)
         sample = self.candidates[::step]
         targets = set(playable)
-        listed = [w for w in secrets(self.word_length, self.hardcore) if w in words]
-        pool = dict.fromkeys(self._shortlist(playable, guessed) + self._shortlist(listed, guessed))
+        listed = [w for w in self.pool if w in words]
+        shortlist = dict.fromkeys(
+            self._shortlist(playable, guessed) + self._shortlist(listed, guessed)
+        )
 
         def cost(guess: str) -> tuple[float, str]:
             sizes = Counter(feedback(secret, guess) for secret in sample)
@@ -87,9 +133,9 @@ class WordleSolver:
                 expected -= 1 / len(sample)
             return expected, guess
 
-        return min(pool, key=cost)
+        return min(shortlist, key=cost)
 
-    def _shortlist(self, words: list[str] | frozenset[str], guessed: set[str]) -> list[str]:
+    def _shortlist(self, words: Iterable[str], guessed: set[str]) -> list[str]:
         """The words whose letters best split the candidates, by letter and position counts."""
         total = len(self.candidates)
         anywhere = Counter(ch for c in self.candidates for ch in set(c))
@@ -101,3 +147,10 @@ class WordleSolver:
             return -split, word
 
         return sorted((w for w in words if w not in guessed), key=score)[:_SHORTLIST]
+
+
+@cache
+def _opening(pool: tuple[str, ...]) -> str:
+    """The first guess on an empty board for a pool of one's own: worked out once per pool, as
+    ``FIRST_GUESS`` was for the secret lists (SFT generation opens hundreds of games with it)."""
+    return WordleSolver(len(pool[0]), words=pool)._best()

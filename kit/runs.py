@@ -1,0 +1,56 @@
+"""Run folders: one new folder per run, never shared and never overwritten.
+
+Why: a run writes a checkpoint, a summary and logs into its folder. A default name made of the
+time stamp alone (``runs/demo/<YYYYmmdd-HHMMSS>``) is the same for two runs started in the same
+second (a sweep launched from a script, two terminals), and then the second run writes over the
+first one's checkpoint while the first is still training. Checking "does it exist?" and then
+creating it does not help: both runs check before either creates. So the creation itself is the
+lock: ``mkdir`` without ``exist_ok`` succeeds for exactly one caller, and a loser takes the next
+name (``-2``, ``-3``, ...). A folder named by the user (``--out``) must be new or empty, so that
+nothing of an earlier run is mixed into, or lost under, the new one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+STAMP = "%Y%m%d-%H%M%S"
+
+
+def run_dir(out: Path | None, base: Path = Path("runs/demo")) -> Path:
+    """Create and return the folder a run writes into.
+
+    With ``out=None``: a new folder ``base/<YYYYmmdd-HHMMSS>``, or ``<stamp>-2``, ``<stamp>-3``,
+    ... when another run (another process too) took that name first; two callers never get the
+    same folder. With ``out``: that folder, created with its parents, which must not be a file
+    or a folder with anything in it. Raises ``ValueError`` with a message meant for the user (a
+    CLI passes it to ``parser.error``).
+    """
+    if out is not None:
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"{out} is a file, not a folder; name a new folder")
+        if out.is_dir() and any(out.iterdir()):
+            raise ValueError(f"{out} is not empty; name a new folder")
+        _mkdir(out, exist_ok=True)
+        return out
+    base = Path(base)
+    _mkdir(base, exist_ok=True)
+    stamp = time.strftime(STAMP)
+    for n in itertools.count(1):
+        folder = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()  # the lock: exactly one caller creates it
+        except FileExistsError:
+            continue
+        return folder
+    raise AssertionError("unreachable")
+
+
+def _mkdir(folder: Path, exist_ok: bool) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=exist_ok)
+    except (FileExistsError, NotADirectoryError) as error:  # a file in the way
+        raise ValueError(f"cannot create the folder {folder}: {error.strerror}") from error
