@@ -96,7 +96,11 @@ TURN_LIMITS = {"wordle": 12, "catch": 20, "sudoku": 150, "echo": 1}
 # The shipped SFT sets: how ``python -m kit.data --write`` makes each (see the dataset cards).
 SHIPPED_SFT: dict[str, dict[str, Any]] = {
     "wordle": {"num_games": 300, "seed": 0, "noise": 0.0},
-    "catch": {"num_games": 200, "seed": 0, "noise": 0.0},
+    # No reasoning text for Catch: the tiny model cannot read the ball's column off the board
+    # reliably, so its stated reasons were guesses; without them a turn is about 25 tokens
+    # instead of 60, every training board's game fits the 1,024-token budget, and GRPO steps
+    # cost half as much (README, "Does it learn?").
+    "catch": {"num_games": 200, "seed": 0, "noise": 0.0, "reasoning": False},
     "sudoku": {"num_games": 200, "seed": 0, "noise": 0.0, "difficulty": "very-easy"},
     "echo": {"num_games": 200, "seed": 0, "noise": 0.0},
 }
@@ -630,11 +634,12 @@ def _sft_card(game: str, rows: Sequence[Mapping[str, Any]]) -> str:
   (`kit.solvers.policies.noisy_policy(..., words=kit.data.wordle_secrets("train"))`), so no
   eval secret appears anywhere in the file, not even as a probe; `kit.data.leaks("wordle",
   rows)` finds none. The solver needed {mean:.2f} guesses per game."""
+    turn_text = "a short reasoning text" if options.get("reasoning", True) else "no text"
     return f"""# kit SFT warm-up set: {game}
 
 Solver-played {game} games through `kit.envs.{ENVS[game].__name__}`, in the exact conversation
 format `GRPOTrainer(environment_factory={ENVS[game].__name__})` renders: system + user prompt
-with the reset observation appended, assistant turns with a short reasoning text and one tool
+with the reset observation appended, assistant turns with {turn_text} and one tool
 call, tool results as TRL formats them (`{{'error': ...}}` for errors), and a closing message.
 
 - File: `train.jsonl` ({len(rows)} games, {turns} assistant turns, {size:,} bytes); columns
