@@ -5,15 +5,24 @@ notebooks in Jupyter kernels that inherit this process's environment, so it is s
 any kernel starts:
 
 * ``KIT_SMOKE=1``: every notebook's parameter cell then picks tiny step counts (same code path);
+* ``KIT_CHECKPOINTS``: a new temporary folder for the session, always (not a default: a
+  ``KIT_CHECKPOINTS`` of the user's must not be written over by smoke runs), where notebooks 1
+  and 2 save the checkpoints that 2 and 4 load; removed when the session ends;
 * offline: nothing may reach the hub or download a dataset, in a kernel or in a test;
 * no inherited ``MPLBACKEND``: a kernel must pick its inline backend (``Agg`` from a CI shell would
   turn every pyplot figure into a text repr, a GUI backend fails headless), and a plain test
   process falls back to a headless backend by itself.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("KIT_SMOKE", "1")
+_CHECKPOINTS = tempfile.mkdtemp(prefix="kit-checkpoints-")
+atexit.register(shutil.rmtree, _CHECKPOINTS, ignore_errors=True)
+os.environ["KIT_CHECKPOINTS"] = _CHECKPOINTS
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -15,9 +15,12 @@ half-way, with a malformed call or a plain answer); mean reward (``kit.rewards.d
 the training reward, unless told otherwise); the valid-tool-call rate (executed calls that did not raise, over
 all executed calls: an unknown tool name or a move the game rejects is invalid; a malformed call
 is not a call at all, TRL parses it as plain text, which is why the share of episodes with at
-least one call is reported too); mean tool calls, assistant turns and model tokens per episode.
-Rates get Wilson intervals; means get a percentile bootstrap that resamples *tasks* (the
-``samples`` episodes of one task are not independent). Wilson treats trials as independent, so
+least one call is reported too); mean tool calls, assistant turns and model tokens per episode;
+invalid calls per episode (the executed calls that raised); and moves per win (tool calls per
+won episode: how directly a player wins, undefined until it wins once). :data:`PUBLISHED` names
+the four figures a results table of a tool-calling game reports. Rates get Wilson intervals;
+means get a percentile bootstrap that resamples *tasks* (the ``samples`` episodes of one task
+are not independent). Wilson treats trials as independent, so
 the valid-call interval (calls of one episode are correlated) is optimistic.
 
 "Did training help?" is a paired question: :func:`compare` plays the *same* tasks before and
@@ -31,6 +34,7 @@ gain on a few lucky tasks does not pass for one.
     result = evaluate(model, "wordle", tokenizer, samples=4)     # 4 sampled episodes per task
     baseline = evaluate(solver_policy(), "catch", name="solver")
     print(table([baseline, result]))                             # one row per (player, game)
+    table([baseline, result], PUBLISHED)                         # a paper's four columns
     compare(before, after, "catch", "win_rate")                  # paired: difference, interval, p
     kit.viz.inspector(result.trajectories, tokenizer)            # every episode, token by token
 """
@@ -65,6 +69,8 @@ METRICS = (
     "calls",
     "turns",
     "tokens",
+    "moves_per_win",
+    "invalid_calls",
 )
 LABELS = {
     "win_rate": "win rate",
@@ -75,7 +81,12 @@ LABELS = {
     "calls": "calls / episode",
     "turns": "turns / episode",
     "tokens": "model tokens / episode",
+    "moves_per_win": "moves / win",
+    "invalid_calls": "invalid calls / episode",
 }
+# The columns a paper's results table has for a tool-calling game: how often the player wins, how
+# directly it wins, how often it calls a tool wrongly, and the valid share of its calls.
+PUBLISHED = ("win_rate", "moves_per_win", "invalid_calls", "valid_call_rate")
 
 
 # -- intervals ------------------------------------------------------------------------------------
@@ -163,6 +174,8 @@ class GameResult:
     calls: Estimate  # parsed tool calls per episode
     turns: Estimate  # assistant turns per episode
     tokens: Estimate  # model tokens per episode; nan when the episodes have no token ids
+    moves_per_win: Estimate  # parsed tool calls per won episode; nan when none was won
+    invalid_calls: Estimate  # executed calls that raised, per episode
     valid_calls: int
     executed_calls: int
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
@@ -225,21 +238,24 @@ class Evaluation:
         return text_table([self])
 
 
-def table(evaluations: Sequence[Evaluation]) -> Any:
+def table(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS) -> Any:
     """A pandas ``DataFrame``, one row per (player, game), each figure as ``value [low, high]``;
-    plain text (:func:`text_table`) where pandas is not installed."""
+    plain text (:func:`text_table`) where pandas is not installed. ``metrics`` picks the
+    figures, e.g. :data:`PUBLISHED` for the four columns of a paper's results table."""
     try:
         import pandas as pd
     except ImportError:
-        return text_table(evaluations)
-    return pd.DataFrame(_display_rows(evaluations))
+        return text_table(evaluations, metrics=metrics)
+    return pd.DataFrame(_display_rows(evaluations, metrics))
 
 
-def text_table(evaluations: Sequence[Evaluation], transpose: bool = False) -> str:
+def text_table(
+    evaluations: Sequence[Evaluation], transpose: bool = False, metrics: Sequence[str] = METRICS
+) -> str:
     """The same table as fixed-width text, with a line saying what the brackets are;
     ``transpose=True`` puts one column per (player, game) and one line per figure, which reads
     better for a before/after comparison in a terminal."""
-    rows = _display_rows(evaluations)
+    rows = _display_rows(evaluations, metrics)
     if transpose:
         fields = list(rows[0])[2:]
         rows = [
@@ -257,11 +273,14 @@ def text_table(evaluations: Sequence[Evaluation], transpose: bool = False) -> st
     return "\n".join(lines)
 
 
-def _display_rows(evaluations: Sequence[Evaluation]) -> list[dict[str, Any]]:
+def _display_rows(
+    evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS
+) -> list[dict[str, Any]]:
     if isinstance(evaluations, Evaluation):
         evaluations = [evaluations]
     if not evaluations:
         raise ValueError("give at least one Evaluation")
+    _check_metrics(metrics)
     rows = []
     for evaluation in evaluations:
         for result in evaluation.games.values():
@@ -272,11 +291,17 @@ def _display_rows(evaluations: Sequence[Evaluation]) -> list[dict[str, Any]]:
                 "decoding": evaluation.decoding,
                 "seed": evaluation.seed,
             }
-            for metric in METRICS:
+            for metric in metrics:
                 row[LABELS[metric]] = str(getattr(result, metric))
             row["valid / executed"] = f"{result.valid_calls} / {result.executed_calls}"
             rows.append(row)
     return rows
+
+
+def _check_metrics(metrics: Sequence[str]) -> None:
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown or not metrics or isinstance(metrics, str):
+        raise ValueError(f"metrics must be some of {METRICS}, got {metrics!r}")
 
 
 def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]) -> Any:
@@ -284,9 +309,7 @@ def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]
     95% intervals as error bars; returns a matplotlib ``Figure`` that shows itself as PNG."""
     if isinstance(evaluations, Evaluation):
         evaluations = [evaluations]
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown or not metrics:
-        raise ValueError(f"metrics must be some of {METRICS}, got {list(metrics)}")
+    _check_metrics(metrics)
     if not evaluations:
         raise ValueError("give at least one Evaluation")
     games = list(dict.fromkeys(g for e in evaluations for g in e.games))
@@ -319,7 +342,18 @@ def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]
 
 
 # -- paired comparison ---------------------------------------------------------------------------
-PAIRED_METRICS = ("win_rate", "finished", "mean_reward", "with_call", "calls", "turns", "tokens")
+# Every per-episode metric; not the valid-call rate (a share of calls, not of episodes) nor moves
+# per win (defined on won episodes only, so two players' values are not paired task by task).
+PAIRED_METRICS = (
+    "win_rate",
+    "finished",
+    "mean_reward",
+    "with_call",
+    "calls",
+    "turns",
+    "tokens",
+    "invalid_calls",
+)
 
 
 @dataclass(frozen=True)
@@ -626,7 +660,8 @@ def _summarise(
             if c["result"] is not None or c["error"] is not None
         ]
         parsed = sum(len(m.get("tool_calls") or []) for m in _turns(trajectory.messages))
-        valid += sum(c["error"] is None for c in answered)
+        invalid = sum(c["error"] is not None for c in answered)
+        valid += len(answered) - invalid
         executed += len(answered)
         wins += trajectory.won
         finished += env.done
@@ -638,6 +673,9 @@ def _summarise(
         per_task["with_call"][group].append(float(parsed > 0))
         per_task["mean_reward"][group].append(score.total)
         per_task["calls"][group].append(float(parsed))
+        per_task["invalid_calls"][group].append(float(invalid))
+        if trajectory.won:  # only won episodes say how directly the player wins
+            per_task["moves_per_win"][group].append(float(parsed))
         per_task["turns"][group].append(float(len(_turns(trajectory.messages))))
         if has_ids:
             per_task["tokens"][group].append(float(trajectory.counts()["model"]))
@@ -653,6 +691,8 @@ def _summarise(
         calls=_mean(per_task["calls"], seed),
         turns=_mean(per_task["turns"], seed),
         tokens=_mean(per_task["tokens"], seed),
+        moves_per_win=_mean(per_task["moves_per_win"], seed),
+        invalid_calls=_mean(per_task["invalid_calls"], seed),
         valid_calls=valid,
         executed_calls=executed,
         trajectories=trajectories,

@@ -9,7 +9,8 @@ it learns nothing useful, but every code path it goes through is the one a 1.7B 
 
 ``load(name)`` is the path GPU users take: a hub id or a local folder, with TRL's template put
 on tokenizers whose own template TRL does not know. ``save(model, tokenizer, path)`` writes a
-checkpoint ``load`` accepts, all at once or not at all.
+checkpoint ``load`` accepts, all at once or not at all, and never over anything but (with
+``replace=True``) a checkpoint.
 """
 
 from __future__ import annotations
@@ -163,18 +164,24 @@ def missing_files(folder: str | Path) -> list[str]:
     return missing
 
 
-def save(model: Any, tokenizer: Any, path: str | Path) -> Path:
+def save(model: Any, tokenizer: Any, path: str | Path, replace: bool = False) -> Path:
     """Write ``model`` and ``tokenizer`` as one checkpoint folder at ``path``, all or nothing.
 
     Why: ``save_pretrained`` writes file by file, so a run killed (or failing) between the model
     and the tokenizer leaves a folder that looks like a checkpoint and loads as a model with a
     one-token vocabulary. Here both go into a hidden sibling folder first (same parent, so same
     file system), which is then renamed to ``path`` in one step; on any failure the sibling is
-    removed and ``path`` is left as it was. ``path`` must not exist or be an empty folder: an
-    existing checkpoint is never overwritten. Returns ``path``.
+    removed and ``path`` is left as it was. Returns ``path``.
+
+    ``path`` must not exist or be an empty folder: nothing a user made is overwritten. With
+    ``replace=True`` a complete checkpoint there (:func:`missing_files` finds nothing missing)
+    is replaced, for a notebook that re-runs and writes its own checkpoint again: the old folder
+    is renamed aside, the new one renamed in, and only then is the old one deleted (if renaming
+    the new one in fails, the old one is put back). Anything else at ``path``, a file or a
+    folder that is not a whole checkpoint, is refused with ``ValueError`` either way.
     """
     path = Path(path)
-    _refuse_occupied(path)
+    _refuse_occupied(path, replace)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.parent / f".{path.name}.partial-{uuid.uuid4().hex[:8]}"
     partial.mkdir()
@@ -184,26 +191,55 @@ def save(model: Any, tokenizer: Any, path: str | Path) -> Path:
         missing = missing_files(partial)
         if missing:
             raise ValueError(f"saving wrote an incomplete checkpoint, no {', '.join(missing)}")
-        try:
-            os.replace(partial, path)  # POSIX replaces an empty folder in the same step
-        except OSError:
-            if not path.is_dir():
-                raise
-            _refuse_occupied(path)  # it was filled meanwhile
-            path.rmdir()  # an empty folder, which Windows will not replace
-            os.replace(partial, path)
+        _refuse_occupied(path, replace)  # it may have been filled meanwhile
+        if _occupied(path):
+            _swap(partial, path)
+        else:
+            try:
+                os.replace(partial, path)  # POSIX replaces an empty folder in the same step
+            except OSError:
+                if not path.is_dir():
+                    raise
+                _refuse_occupied(path, replace=False)  # filled in between
+                path.rmdir()  # an empty folder, which Windows will not replace
+                os.replace(partial, path)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return path
 
 
-def _refuse_occupied(path: Path) -> None:
+def _occupied(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def _swap(new: Path, path: Path) -> None:
+    """Put the checkpoint folder ``new`` in the place of the checkpoint folder ``path``."""
+    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+    os.replace(path, old)
+    try:
+        os.replace(new, path)
+    except BaseException:
+        os.replace(old, path)  # put the old checkpoint back as it was
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _refuse_occupied(path: Path, replace: bool = False) -> None:
     if path.exists() and not path.is_dir():
         raise ValueError(f"cannot save a checkpoint to {path}: it is a file, not a folder")
-    if path.is_dir() and any(path.iterdir()):
+    if not _occupied(path):
+        return
+    if not replace:
         raise ValueError(
-            f"cannot save a checkpoint to {path}: the folder is not empty; name a new one"
+            f"cannot save a checkpoint to {path}: the folder is not empty; name a new one "
+            "(or pass replace=True to replace a checkpoint saved there)"
+        )
+    missing = missing_files(path)
+    if missing:
+        raise ValueError(
+            f"cannot replace {path}: it is not a checkpoint (no {'; no '.join(missing)}), "
+            "and replace=True only replaces a whole checkpoint; name a new folder"
         )
 
 

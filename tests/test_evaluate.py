@@ -17,6 +17,7 @@ pytest.importorskip("trl")
 from kit.data import CATCH_COLUMNS, CATCH_EVAL_ROWS  # noqa: E402
 from kit.evaluate import (  # noqa: E402
     METRICS,
+    PUBLISHED,
     Evaluation,
     bootstrap_mean,
     compare,
@@ -138,6 +139,20 @@ def test_finished_counts_games_that_reached_their_end():
     assert [sum(v) for v in capped.values["finished"]] == [0.0] * CATCH_EVAL_TASKS
 
 
+def test_the_solver_wins_in_as_many_moves_as_the_boards_take_and_never_calls_wrongly():
+    row = evaluate(solver_policy(), "catch")["catch"]
+    # a Catch game on r rows takes r - 1 moves: the eval heights' mean, every game won
+    assert row.moves_per_win.value == sum(rows - 1 for rows in CATCH_EVAL_ROWS) / 2
+    assert row.moves_per_win.n == CATCH_EVAL_TASKS
+    assert row.invalid_calls.value == 0.0 and row.invalid_calls.n == CATCH_EVAL_TASKS
+    floor = evaluate(random_policy(), "catch", samples=4)["catch"]
+    won = [t for t in floor.trajectories if t.won]
+    assert floor.moves_per_win.n == len(won) > 0  # over won episodes only
+    assert floor.moves_per_win.value == pytest.approx(
+        sum(len(t.tool_calls) for t in won) / len(won)
+    )
+
+
 # -- paired comparison -----------------------------------------------------------------------------
 def test_compare_separates_players_of_known_strength_and_not_a_player_from_itself():
     floor = evaluate(random_policy(), "catch", samples=4, seed=2, name="random")
@@ -218,6 +233,39 @@ def test_rejected_and_unknown_calls_count_as_invalid(tiny):
 
 
 @pytest.mark.slow
+def test_invalid_calls_and_moves_per_win_count_per_episode(tiny):
+    turns = [tool_call("move", direction="UP"), tool_call("jump"), *[STAY] * 9]
+    model, tokenizer = scripted(tiny, turns)
+    wasteful = evaluate(model, "catch", tokenizer, tasks=TEN_ROWS, name="wasteful")
+    row = wasteful["catch"]
+    assert row.invalid_calls.value == 2.0 and row.invalid_calls.n == 5
+    assert row.values["invalid_calls"] == [[2.0]] * 5
+    # only the middle drop is caught, after two wasted calls and nine stays
+    assert (row.moves_per_win.value, row.moves_per_win.n) == (11.0, 1)
+    clean, _ = scripted(tiny, [STAY] * 9)
+    direct = evaluate(clean, "catch", tokenizer, tasks=TEN_ROWS, name="direct")
+    assert direct["catch"].moves_per_win.value == 9.0
+    assert direct["catch"].invalid_calls.value == 0.0
+    paired = compare(direct, wasteful, "catch", "invalid_calls")
+    assert paired.difference.value == 2.0 and paired.difference.low == 2.0
+    with pytest.raises(ValueError, match="metric must be one of"):
+        compare(direct, wasteful, "catch", "moves_per_win")  # won episodes only: not paired
+    # no win: moves per win is undefined, shown as "-", written as NaN
+    capped = evaluate(clean, "catch", tokenizer, tasks=TEN_ROWS, max_tool_calling_iterations=3)
+    assert math.isnan(capped["catch"].moves_per_win.value) and capped["catch"].moves_per_win.n == 0
+    assert math.isnan(capped.records()[0]["moves_per_win"])
+    published = table([direct, wasteful, capped], PUBLISHED)
+    assert list(published["moves / win"]) == ["9.00 [9.00, 9.00]", "11 [11, 11]", "-"]
+    assert list(published.columns[-5:]) == [
+        "win rate",
+        "moves / win",
+        "invalid calls / episode",
+        "valid-call rate",
+        "valid / executed",
+    ]
+
+
+@pytest.mark.slow
 def test_calls_past_the_tool_calling_cap_are_not_run(tiny):
     model, tokenizer = scripted(tiny, [STAY] * 9)
     row = evaluate(model, "catch", tokenizer, max_tool_calling_iterations=3)["catch"]
@@ -243,6 +291,11 @@ def test_tables_and_plot_show_every_player_and_metric():
     assert {f"{m}_low" for m in METRICS} <= set(records[0])
     figure = plot(results)
     assert len(figure.axes) == 4 and figure._repr_png_().startswith(b"\x89PNG")
+    assert len(plot(results, PUBLISHED).axes) == 4
+    published = text_table(results, metrics=PUBLISHED)
+    assert "moves / win" in published and "mean reward" not in published
+    with pytest.raises(ValueError, match="metrics must be some of"):
+        table(results, ["wins"])
     assert isinstance(results[0], Evaluation) and str(results[0]).startswith("player")
 
 

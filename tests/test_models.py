@@ -177,3 +177,75 @@ def test_a_failed_save_leaves_nothing_behind(tiny, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         save(model, tokenizer, empty)
     assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []
+
+
+def test_replace_swaps_a_checkpoint_for_a_new_one(tiny, tmp_path):
+    model, tokenizer = tiny
+    path = save(model, tokenizer, tmp_path / "ck")
+    other, _ = tiny_model(seed=1)
+    with pytest.raises(ValueError, match="not empty; name a new one .*replace=True"):
+        save(other, tokenizer, path)  # without replace, even a checkpoint stays
+    assert _same_outputs(model, load(path, dtype=torch.float32)[0], tokenizer)
+    assert save(other, tokenizer, path, replace=True) == path
+    loaded, _ = load(path, dtype=torch.float32)
+    assert _same_outputs(other, loaded, tokenizer)
+    assert not _same_outputs(model, loaded, tokenizer)
+    assert [p.name for p in tmp_path.iterdir()] == ["ck"]  # no old or partial folder left
+    # an absent or empty folder is simply written, as without replace
+    assert save(model, tokenizer, tmp_path / "new", replace=True) == tmp_path / "new"
+
+
+def test_replace_refuses_anything_but_a_checkpoint(tiny, tmp_path):
+    model, tokenizer = tiny
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a checkpoint .*name a new folder"):
+        save(model, tokenizer, folder, replace=True)
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+    half = tmp_path / "half"  # the model without its tokenizer is no checkpoint either
+    model.save_pretrained(half)
+    before = sorted(p.name for p in half.iterdir())
+    with pytest.raises(ValueError, match=r"not a checkpoint \(no tokenizer"):
+        save(model, tokenizer, half, replace=True)
+    assert sorted(p.name for p in half.iterdir()) == before
+    file = tmp_path / "model.bin"
+    file.write_text("not a folder")
+    with pytest.raises(ValueError, match="is a file"):
+        save(model, tokenizer, file, replace=True)
+    assert file.read_text() == "not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["half", "mine", "model.bin"]
+
+
+def test_a_failed_replace_keeps_the_old_checkpoint(tiny, tmp_path, monkeypatch):
+    model, tokenizer = tiny
+    path = save(model, tokenizer, tmp_path / "ck")
+    other, _ = tiny_model(seed=1)
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(tokenizer, "save_pretrained", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        save(other, tokenizer, path, replace=True)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["ck"]
+    assert _same_outputs(model, load(path, dtype=torch.float32)[0], tokenizer)
+    # renaming the new folder in fails after the old one was moved aside: the old one is back
+    import kit.models
+
+    real = kit.models.os.replace
+    calls = []
+
+    def second_rename_fails(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:
+            raise OSError("rename failed")
+        return real(src, dst)
+
+    monkeypatch.setattr(kit.models.os, "replace", second_rename_fails)
+    with pytest.raises(OSError, match="rename failed"):
+        save(other, tokenizer, path, replace=True)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["ck"]
+    assert _same_outputs(model, load(path, dtype=torch.float32)[0], tokenizer)

@@ -5,21 +5,32 @@ the cells tagged ``nbval-check-output`` with the stored ones. It cannot see two 
 whose magic is misplaced prints a ``UsageError`` that nbval lets pass (NOTES §5), and a notebook
 stored unexecuted, whose cells it then never compares. So every notebook is also executed here
 once with papermill (in smoke mode, set by the root conftest.py), every output is searched, and
-the stored files are checked. One notebook runs with ``MODEL`` set to a local checkpoint, the
-``kit.models.load`` path a GPU user takes with a hub id.
+the stored files are checked: they carry the outputs of a full run (``scripts/run_notebooks.sh``),
+and nbval compares only the cells whose output is the same in both modes. Notebook 4 runs with
+``MODEL`` set to a local checkpoint, the ``kit.models.load`` path a GPU user takes with a hub id,
+and with no checkpoint of notebooks 1 and 2 to load, as when it runs alone.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+import tempfile
+import types
 from pathlib import Path
 
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CHECK = "nbval-check-output"
-MAX_BYTES = 600_000  # stored outputs stay small: no widget state, smoke-sized figures
+MAX_BYTES = 1_500_000  # stored outputs stay small: no widget state, few token views
+CHECKPOINTS = 'CHECKPOINTS = os.environ.get("KIT_CHECKPOINTS", "runs/notebooks")'
+# Which checkpoint each notebook saves, and which it loads (making it where it is missing).
+SAVES = {"01_sft_warmup": ["sft-model"], "02_grpo": ["grpo-model"]}
+LOADS = {"02_grpo": ["sft-model"], "04_evaluation": ["sft-model", "grpo-model"]}
 
 
 def _code(notebook) -> list:
@@ -46,8 +57,17 @@ def test_there_are_the_four_notebooks():
     ]
 
 
+def _text(cell) -> str:
+    """A cell's printed and displayed text."""
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.append(output.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_stored_notebook_is_executed_small_and_parametrised(path):
+def test_stored_notebook_is_a_full_run_executed_small_and_parametrised(path):
     notebook = nbformat.read(path, as_version=4)
     cells = _code(notebook)
     first = cells[0]
@@ -58,16 +78,102 @@ def test_stored_notebook_is_executed_small_and_parametrised(path):
         'tiny_model(seed=SEED) if MODEL == "tiny" else load(MODEL)' in c.source for c in cells
     )
     assert 'if importlib.util.find_spec("kit") is None:' in cells[1].source  # Colab install
+    assert "REPORT_TO = setup(RUN, SMOKE, trackio=TRACKIO)" in cells[2].source
+    # what a reader sees on GitHub is a real run: kit.notebook.setup says which run it was
+    run = first.source.split('RUN = "')[1].split('"')[0]
+    assert _text(cells[2]).startswith(f"{run}: full run;"), _text(cells[2])
     for cell in cells:
         lines = [line.strip() for line in cell.source.splitlines()]
         assert not [line for line in lines if line.startswith(("%", "!"))], "no magics"
     # executed top to bottom in one kernel, so nbval has stored outputs to compare
     assert [cell.execution_count for cell in cells] == list(range(1, len(cells) + 1))
     assert sum(CHECK in cell.metadata.get("tags", []) for cell in cells) >= 2
+    for cell in cells:  # a compared cell must not depend on the mode the stored run had
+        if CHECK in cell.metadata.get("tags", []):
+            assert "SMOKE" not in cell.source and "STEPS" not in cell.source, cell.source
     assert not _problems(notebook)
     assert "widgets" not in notebook.metadata
     assert not [cell for cell in notebook.cells if "execution" in cell.metadata], "no timestamps"
     assert path.stat().st_size < MAX_BYTES
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_checkpoints_are_handed_on_from_notebook_to_notebook(path):
+    source = "\n".join(cell.source for cell in _code(nbformat.read(path, as_version=4)))
+    if path.stem in SAVES or path.stem in LOADS:
+        assert CHECKPOINTS in _code(nbformat.read(path, as_version=4))[0].source
+    for name in SAVES.get(path.stem, []):
+        assert f'save(model, tokenizer, f"{{CHECKPOINTS}}/{name}", replace=True)' in source
+    for name in LOADS.get(path.stem, []):
+        assert f'checkpoint(f"{{CHECKPOINTS}}/{name}", ' in source
+    # no notebook repeats another's training: 2 warms up and 4 trains at all only inside the
+    # functions that make a missing checkpoint (indented), never at the top level of a cell
+    repeated = {"02_grpo": ("SFTTrainer(", "warm_up("), "04_evaluation": ("warm_up(", "grpo(")}
+    for call in repeated.get(path.stem, ()):
+        top = [line for line in source.splitlines() if call in line and not line.startswith(" ")]
+        assert not top, f"{path.stem} trains at the top level: {top}"
+
+
+def _parameters(path: Path) -> dict:
+    namespace: dict = {}
+    exec(_code(nbformat.read(path, as_version=4))[0].source, namespace)  # noqa: S102
+    return namespace
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_full_run_parameters_are_the_kits_recipes(path, monkeypatch):
+    """The parameter cell must be plain literals (papermill rewrites it, and on Colab it runs
+    before the kit is installed), so it cannot import the recipes: this keeps the two equal."""
+    from kit.evaluate import BUDGETS
+    from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
+
+    monkeypatch.delenv("KIT_SMOKE", raising=False)
+    monkeypatch.delenv("KIT_CHECKPOINTS", raising=False)
+    full = _parameters(path)
+    assert full["SMOKE"] is False and full["MODEL"] == "tiny" and full["SEED"] == 0
+    games = [full["GAME"]] if "GAME" in full else list(full.get("TASKS", ()))
+    assert games and all(full["BUDGET"] == BUDGETS[game] for game in games)
+    if "GRPO_STEPS" in full:
+        assert full["GRPO_LEARNING_RATE"] == GRPO["learning_rate"]
+    if "GAME" in full:  # one game: notebook 1's warm-up and notebook 2's GRPO run
+        assert full["SFT_STEPS"] == SFT_STEPS and full["LEARNING_RATE"] == SFT["learning_rate"]
+        if "GRPO_STEPS" in full:
+            assert full["GRPO_STEPS"] == GRPO_STEPS
+        if "SAMPLES" in full:
+            assert full["SAMPLES"] == 8  # python -m kit.demo --samples
+    if "CHECKPOINTS" in full:
+        assert full["CHECKPOINTS"] == "runs/notebooks"
+        monkeypatch.setenv("KIT_CHECKPOINTS", "/elsewhere")
+        assert _parameters(path)["CHECKPOINTS"] == "/elsewhere"
+
+
+def test_the_test_session_keeps_smoke_checkpoints_out_of_the_repository():
+    """conftest.py points KIT_CHECKPOINTS at a temporary folder before any kernel starts, so that
+    a smoke run never replaces the checkpoints a full run saved in runs/notebooks."""
+    folder = Path(os.environ["KIT_CHECKPOINTS"])
+    assert folder.is_absolute() and folder.is_relative_to(Path(tempfile.gettempdir()))
+    assert not folder.is_relative_to(ROOT)
+    assert os.environ["KIT_SMOKE"] == "1"
+
+
+def test_setup_quiets_the_libraries_and_says_which_run_it_is(capsys, monkeypatch):
+    import datasets
+
+    from kit.notebook import setup
+
+    datasets.enable_progress_bars()
+    assert setup("01_x", smoke=True) == "none"
+    assert not datasets.is_progress_bar_enabled()
+    assert capsys.readouterr().out == (
+        "01_x: smoke run (KIT_SMOKE=1): tiny step counts, the figures mean nothing; "
+        "logging to none\n"
+    )
+    started = []
+    fake = types.SimpleNamespace(init=lambda **kwargs: started.append(kwargs))
+    monkeypatch.setitem(sys.modules, "trackio", fake)
+    assert setup("02_y", smoke=False, trackio=True) == "trackio"
+    assert started == [{"project": "kit", "name": "02_y", "embed": False}]
+    assert capsys.readouterr().out == "02_y: full run; logging to trackio\n"
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +187,24 @@ def checkpoint(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def handed_on(tmp_path_factory) -> Path:
+    """The checkpoint folder notebooks 1 and 2 write and 2 reads in this module's runs."""
+    return tmp_path_factory.mktemp("handed-on")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_notebook_runs_without_an_error_or_a_usage_error(path, tmp_path, checkpoint):
+def test_notebook_runs_without_an_error_or_a_usage_error(path, tmp_path, checkpoint, handed_on):
+    from kit.models import missing_files
+
     papermill = pytest.importorskip("papermill")
-    parameters = {"MODEL": str(checkpoint)} if path.stem == "04_evaluation" else {}
+    alone = path.stem == "04_evaluation"  # with MODEL a local folder, and no checkpoint to load
+    folder = tmp_path / "nothing-yet" if alone else handed_on
+    parameters = {"CHECKPOINTS": str(folder)}
+    if alone:
+        parameters["MODEL"] = str(checkpoint)
+    there = {name: not missing_files(folder / name) for name in ("sft-model", "grpo-model")}
     executed = papermill.execute_notebook(
         str(path),
         str(tmp_path / path.name),
@@ -95,8 +214,18 @@ def test_notebook_runs_without_an_error_or_a_usage_error(path, tmp_path, checkpo
         progress_bar=False,
     )
     assert not _problems(executed)
-    outputs = json.dumps([cell.get("outputs", []) for cell in executed.cells])
-    if parameters:
+    outputs = "".join(_text(cell) for cell in executed.cells)
+    assert ": smoke run (KIT_SMOKE=1)" in outputs
+    if alone:
         assert f"{checkpoint}: " in outputs  # the model cell loaded the checkpoint
     else:
-        assert "tiny: " in outputs
+        assert "tiny: " in outputs or "tiny + SFT: " in outputs
+    for name in LOADS.get(path.stem, []):
+        said = f"loaded the checkpoint {folder / name}"
+        if there[name]:
+            assert said in outputs
+        else:  # made with the recipe of the notebook that saves it, saved, and said so
+            assert f"no checkpoint at {folder / name} yet: making it" in outputs
+            assert f"saved the checkpoint {folder / name}" in outputs
+    for name in SAVES.get(path.stem, []) + LOADS.get(path.stem, []):
+        assert not missing_files(folder / name), f"{path.stem} left no {name}"
