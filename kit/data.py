@@ -620,6 +620,16 @@ def _guesses(row: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _noise_text(noise: float) -> str:
+    if not noise:
+        return "\n  Every move is the solver's own (`noise=0.0`): no blunders, no recoveries."
+    return f"""
+  With probability {noise} per move the noisy solver blunders (plays the random
+  policy's well-formed move) and then plays on from the real state: the set shows recoveries
+  from states a perfect player never reaches, at the cost of also training on the blunders
+  (their reasoning text, where there is one, reads "Let me try ...")."""
+
+
 def _sft_card(game: str, rows: Sequence[Mapping[str, Any]]) -> str:
     options = SHIPPED_SFT[game]
     turns = sum(sum(m["role"] == "assistant" for m in row["messages"]) for row in rows)
@@ -644,11 +654,7 @@ call, tool results as TRL formats them (`{{'error': ...}}` for errors), and a cl
 
 - File: `train.jsonl` ({len(rows)} games, {turns} assistant turns, {size:,} bytes); columns
   `messages`, `tools` (the tools' JSON schemas), `environment`, `task` (the reset columns).
-- Made by: `{sft_command(game)}`.
-  With probability {options["noise"]} per move the noisy solver blunders (plays the random
-  policy's well-formed move) and then plays on from the real state: the set shows recoveries
-  from states a perfect player never reaches, at the cost of also training on the blunders
-  (their reasoning text reads "Let me try ...").
+- Made by: `{sft_command(game)}`.{_noise_text(options["noise"])}
 - Regenerate: `python -m kit.data --write data/` (byte-identical; `--check` compares).
 - Tasks: the train split only{held_out}; see `data/splits/README.md`.{guesses}
 - Validation: every example was replayed in a fresh env and every tool result matched.
