@@ -332,6 +332,12 @@ class TaskProvider:
     boards and columns / the 50 eval puzzles / 20.
     A split with a fixed list of tasks is cycled through, reshuffled on each pass, when
     ``num_tasks`` exceeds it. The first ``k`` tasks do not depend on ``num_tasks``.
+
+    ``where`` keeps only the tasks whose reset columns have the given values, e.g.
+    ``{"ball_col": 0}``: Catch with the ball always in the left column, a task a player can win
+    without reading the board (``python -m kit.demo --where ball_col=0`` uses it to tell a
+    policy that cannot learn from one that cannot see). Games whose tasks are drawn afresh
+    (Sudoku's train split, Echo) have no list to select from and refuse it.
     """
 
     _SIZES = {
@@ -347,6 +353,7 @@ class TaskProvider:
         num_tasks: int | None = None,
         seed: int = 0,
         difficulty: str | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> None:
         self.game = _check_game(game)
         self.split = _check_split(split)
@@ -358,7 +365,9 @@ class TaskProvider:
             )
         self.seed = seed
         self.difficulty = difficulty or SUDOKU_DIFFICULTY
-        pool = self._fixed()
+        self.where = dict(where or {})
+        self._pool = self._select(self._fixed())
+        pool = self._pool
         default = len(pool) if pool is not None else self._SIZES[game, split]
         self.num_tasks = default if num_tasks is None else _check_count("num_tasks", num_tasks)
 
@@ -372,6 +381,30 @@ class TaskProvider:
             return list(_splits()["sudoku"]["eval"])
         return None
 
+    def _select(self, pool: list[Any] | None) -> list[Any] | None:
+        if not self.where:
+            return pool
+        if pool is None:
+            raise ValueError(
+                f"where= selects from a fixed list of tasks, and {self.game}'s {self.split} "
+                "tasks are drawn afresh"
+            )
+        columns = set(self._task(pool[0]).task)
+        unknown = sorted(set(self.where) - columns)
+        if unknown:
+            raise ValueError(
+                f"where= names {unknown}, not a {self.game} task column; the columns are "
+                f"{sorted(columns)}"
+            )
+        chosen = [
+            value
+            for value in pool
+            if all(self._task(value).task[k] == v for k, v in self.where.items())
+        ]
+        if not chosen:
+            raise ValueError(f"no {self.game} {self.split} task has {self.where}")
+        return chosen
+
     def __len__(self) -> int:
         return self.num_tasks
 
@@ -381,7 +414,7 @@ class TaskProvider:
             yield self._task(next(values))
 
     def _values(self, rng: random.Random) -> Iterator[Any]:
-        pool = self._fixed()
+        pool = self._pool
         if pool is not None:
             while True:
                 order = pool[:]
@@ -422,9 +455,11 @@ def task_dataset(
     num_tasks: int | None = None,
     seed: int = 0,
     difficulty: str | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> Any:
-    """GRPO rows for ``game``: ``prompt`` plus the task columns its env's ``reset`` reads."""
-    return TaskProvider(game, split, num_tasks, seed, difficulty).to_hf_dataset()
+    """GRPO rows for ``game``: ``prompt`` plus the task columns its env's ``reset`` reads
+    (``where``: only the tasks with these column values, see :class:`TaskProvider`)."""
+    return TaskProvider(game, split, num_tasks, seed, difficulty, where).to_hf_dataset()
 
 
 def mixture_dataset(

@@ -2,6 +2,7 @@
 
     python -m kit.demo                                  # Catch, seed 0, about 10 minutes
     python -m kit.demo --game wordle --sft-steps 400    # any game, more warm-up
+    python -m kit.demo --where ball_col=0 --samples 32  # the control: no need to read the board
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
@@ -23,6 +24,12 @@ separates two models on ten tasks. The run writes the two checkpoints (``sft-mod
 ``grpo-model/``; ``kit.models.load`` reads them), the last captured batch token by token
 (``trajectory.html``) and ``summary.json`` with every figure, into a new folder, and ends with
 the command that reproduces it.
+
+``--where KEY=VALUE`` narrows GRPO's tasks and every evaluation's to those whose reset column
+``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
+eval boards still have heights no phase trained on). With ``ball_col=0`` the ball always falls in
+the left column, so a player wins without reading the board: the control that tells a model
+that cannot learn from one that cannot see (README, "Does it learn?").
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kit.data import HELD_OUT
+from kit.data import HELD_OUT, TaskProvider
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, compare, evaluate, text_table
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
@@ -70,7 +77,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     game, seed, out = args.game, args.seed, args.out
     print(f"kit.demo: {game}, seed {seed}, tiny model, CPU, offline -> {out}", flush=True)
-    print(f"held out: {HELD_OUT[game]}\n", flush=True)
+    print(f"held out: {HELD_OUT[game]}", flush=True)
+    where = args.where
+    # every held-out task, or those --where selects (None: evaluate's own default, the same)
+    tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
+    print(f"tasks: {f'only those with {where}' if where else 'all'}\n", flush=True)
     model, tokenizer = tiny_model(seed=seed)
     seconds: dict[str, float] = {}
 
@@ -80,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             model,
             game,
             tokenizer,
+            tasks=tasks,
             samples=args.samples,
             greedy=False,
             temperature=args.temperature,
@@ -114,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.grpo_steps,
         seed,
         out / "grpo",
+        where=where,
         max_completion_length=args.max_completion_length,
         temperature=args.temperature,
     )
@@ -140,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seed": seed,
         "game": game,
         "held_out": HELD_OUT[game],
+        "where": where,
         "max_completion_length": args.max_completion_length,
         "samples": args.samples,
         "temperature": args.temperature,
@@ -191,9 +205,23 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="token budget of an episode, in evaluation and GRPO (default: kit.evaluate.BUDGETS)",
     )
     parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="GRPO and the evaluations play only the tasks whose reset column KEY is VALUE "
+        "(a JSON value, else a string), e.g. ball_col=0; repeatable",
+    )
+    parser.add_argument(
         "--out", type=Path, help="output folder, new or empty (default: runs/demo/<time stamp>)"
     )
     args = parser.parse_args(argv)
+    try:
+        args.where = _where(args.where)
+        for split in ("train", "eval"):
+            TaskProvider(args.game, split, where=args.where)  # some task of each split matches
+    except ValueError as error:
+        parser.error(f"--where: {error}")
     for name in ("sft_steps", "grpo_steps", "samples", "max_completion_length"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -210,8 +238,25 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         f"--grpo-steps {args.grpo_steps} --samples {args.samples} "
         f"--temperature {args.temperature:g} --max-completion-length "
         f"{args.max_completion_length} --seed {args.seed}"
+        + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())
     )
     return args
+
+
+def _where(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["ball_col=0"]`` -> ``{"ball_col": 0}``: each value is read as JSON, else kept as text."""
+    where: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{pair!r} is not KEY=VALUE")
+        if key in where:
+            raise ValueError(f"{key!r} is given twice")
+        try:
+            where[key] = json.loads(text)
+        except ValueError:
+            where[key] = text
+    return where
 
 
 def _headline(result: Evaluation, game: str) -> str:

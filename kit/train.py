@@ -130,10 +130,12 @@ def grpo(
     steps: int,
     seed: int,
     output_dir: str | Path,
+    where: Mapping[str, Any] | None = None,
     **overrides: Any,
 ) -> tuple[Any, Any]:
     """``steps`` GRPO steps on ``game``'s train tasks with its default reward, every batch
-    recorded by ``kit.masks.Capture``; ``overrides`` change the recipe (:data:`GRPO`) or any
+    recorded by ``kit.masks.Capture``; ``where`` keeps only the tasks with these column values
+    (``kit.data.TaskProvider``); ``overrides`` change the recipe (:data:`GRPO`) or any
     ``GRPOConfig`` field (``max_completion_length`` defaults to ``kit.evaluate.BUDGETS``).
     Return ``(trainer, capture)``; the model is trained in place."""
     from trl import GRPOTrainer
@@ -157,7 +159,7 @@ def grpo(
         model=model,
         args=args,
         reward_funcs=default_reward(game),
-        train_dataset=task_dataset(game, "train", num_tasks=rows, seed=seed),
+        train_dataset=task_dataset(game, "train", num_tasks=rows, seed=seed, where=where),
         processing_class=tokenizer,
         environment_factory=ENVS[game],
     )

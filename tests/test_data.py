@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 
 import pytest
 
@@ -108,6 +109,30 @@ def test_task_order_is_fixed_by_the_seed_and_extends() -> None:
             == len({json.dumps(t, sort_keys=True) for t in tasks})
             == 5 * len({t["rows"] for t in tasks})
         )
+
+
+def test_where_keeps_only_the_matching_tasks_and_refuses_what_cannot_match() -> None:
+    left = [t.task for t in TaskProvider("catch", "train", 40, seed=1, where={"ball_col": 0})]
+    rows = {t.task["rows"] for t in TaskProvider("catch", "train")}
+    assert len(left) == 40 and all(t["ball_col"] == 0 for t in left)
+    assert {t["rows"] for t in left} == rows  # every train height, cycled through
+    held_out = TaskProvider("catch", "eval", where={"ball_col": 0, "rows": 8})
+    assert [t.task for t in held_out] == [{"rows": 8, "ball_col": 0}]
+    rows = task_dataset("wordle", "eval", where={"secret": wordle_secrets("eval")[0]})
+    assert rows["secret"] == [wordle_secrets("eval")[0]]
+    for game, split, where, message in (
+        ("catch", "train", {"column": 0}, "not a catch task column"),
+        ("catch", "train", {"rows": 8}, "no catch train task has {'rows': 8}"),  # held out
+        ("catch", "eval", {"ball_col": "0"}, "no catch eval task"),  # a string is not 0
+        ("sudoku", "train", {"puzzle": "x"}, "drawn afresh"),
+        ("echo", "eval", {"x": 1}, "drawn afresh"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            TaskProvider(game, split, where=where)
+    # no where, or an empty one: the same tasks as before
+    assert [t.task for t in TaskProvider("catch", "train", where={})] == [
+        t.task for t in TaskProvider("catch", "train")
+    ]
 
 
 def test_tasks_carry_their_ground_truth() -> None:

@@ -141,11 +141,33 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--game", "chess"], "invalid choice: 'chess'"),
         (["--max-completion-length", "-4"], "--max-completion-length must be at least 1"),
         (["--out", str(a_file)], "is a file, not a folder"),
+        (["--where", "ball_col"], "--where: 'ball_col' is not KEY=VALUE"),
+        (["--where", "ball_col=0", "--where", "ball_col=1"], "'ball_col' is given twice"),
+        (["--where", "column=0"], "not a catch task column"),
+        (["--where", "rows=8"], "no catch train task has {'rows': 8}"),  # a held-out height
+        (["--where", "ball_col=7"], "no catch train task"),
+        (["--game", "echo", "--where", "x=1"], "drawn afresh"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert a_file.read_text() == "mine"
+    assert not (tmp_path / "runs").exists()  # refused before any run folder was made
+
+
+def test_where_narrows_grpo_and_every_evaluation_and_is_in_the_command(tmp_path):
+    out = tmp_path / "left"
+    done = _run(
+        *ARGS, "--max-completion-length", str(BUDGET), "--where", "ball_col=0", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["where"] == {"ball_col": 0}
+    assert summary["command"].endswith("--seed 0 --where ball_col=0")
+    held_out = len(TaskProvider("catch", "eval", where={"ball_col": 0}))
+    assert held_out == 2  # heights 8 and 10
+    assert [r["episodes"] for r in summary["evaluation"]] == [2 * held_out] * 3
+    assert all(c["tasks"] == held_out for c in summary["grpo_vs_sft"])
 
 
 def test_the_demo_never_overwrites_an_earlier_run(demo):

@@ -95,3 +95,17 @@ def test_plot_log_draws_each_figure_and_its_trailing_mean():
     assert figure._repr_png_().startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="window must be"):
         plot_log(LOG, ["reward"], window=0)
+
+
+@pytest.mark.slow
+def test_grpo_with_where_trains_only_on_the_chosen_tasks(tmp_path):
+    from kit.train import grpo
+
+    model, tokenizer = tiny_model(seed=1)
+    trainer, capture = grpo(
+        model, tokenizer, "catch", 2, 0, tmp_path, where={"ball_col": 0}, max_completion_length=32
+    )
+    assert set(trainer.train_dataset["ball_col"]) == {0}
+    assert len(trainer.train_dataset) == 2 * 8 // 4  # two tasks per step, as without where
+    tasks = [t.task for batch in capture.batches for t in batch.trajectories]
+    assert len(tasks) == 16 and all(task["ball_col"] == 0 for task in tasks)
