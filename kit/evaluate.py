@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.data import TURN_LIMITS, TaskProvider
+from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
 from kit.masks import build, tool_calls
 from kit.rewards import Reward, default_reward
@@ -459,10 +459,11 @@ def evaluate(
     ``kit.solvers.policies`` factory such as ``solver_policy()``; a policy's episodes get token
     ids (for ``kit.viz`` and the token count) when a ``tokenizer`` is given. ``game``: a name or
     several. Tasks: ``kit.data.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
-    with the reset columns) for a single game. ``greedy`` defaults to ``samples == 1``; sampled
-    play uses ``temperature``. ``max_completion_length`` defaults to :data:`BUDGETS`,
-    ``max_tool_calling_iterations`` to ``kit.data.TURN_LIMITS``, ``rewards`` to each game's
-    ``default_reward``. ``seed`` fixes the task subset, the sampling and the bootstrap.
+    with the reset columns) for a single game; a row without a ``prompt`` gets the game's
+    (``kit.data.prompt``), the one its training rows carry, not TRL's empty one. ``greedy``
+    defaults to ``samples == 1``; sampled play uses ``temperature``. ``max_completion_length``
+    defaults to :data:`BUDGETS`, ``max_tool_calling_iterations`` to ``kit.data.TURN_LIMITS``,
+    ``rewards`` to each game's ``default_reward``. ``seed`` fixes the task subset, the sampling and the bootstrap.
     """
     games = [game] if isinstance(game, str) else list(game)
     _check(player, games, tokenizer, tasks, samples, seed)
@@ -474,7 +475,7 @@ def evaluate(
     results = {}
     for g in games:
         rows = (
-            [dict(row) for row in tasks]
+            [{"prompt": prompt(g), **row} for row in tasks]
             if tasks is not None
             else [task.row() for task in TaskProvider(g, split, num_tasks, seed)]
         )

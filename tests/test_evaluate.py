@@ -183,6 +183,23 @@ def test_compare_refuses_unpaired_tasks_and_per_call_metrics():
 
 # -- models ----------------------------------------------------------------------------------------
 @pytest.mark.slow
+def test_given_tasks_without_a_prompt_get_the_games_prompt(tiny):
+    """Rows with only the reset columns are played with the prompt training rows carry."""
+    from kit.data import TaskProvider
+
+    model, tokenizer = tiny
+    rows = [t.row() for t in TaskProvider("catch", "eval", 2)]
+    bare = [{k: v for k, v in row.items() if k != "prompt"} for row in rows]
+    given = evaluate(model, "catch", tokenizer, tasks=rows, max_completion_length=24)
+    filled = evaluate(model, "catch", tokenizer, tasks=bare, max_completion_length=24)
+    first = given["catch"].trajectories[0]
+    assert first.messages[1]["content"].startswith("Let's play Catch.")
+    assert [t.prompt_ids for t in filled["catch"].trajectories] == [
+        t.prompt_ids for t in given["catch"].trajectories
+    ]
+
+
+@pytest.mark.slow
 def test_the_random_tiny_model_plays_for_real_and_reproducibly(tiny):
     model, tokenizer = tiny
     first = evaluate(model, "catch", tokenizer, num_tasks=2, max_completion_length=48)
