@@ -145,11 +145,16 @@ def test_load_still_takes_a_hub_id_that_is_no_local_folder(tmp_path, monkeypatch
     assert "incomplete checkpoint" not in str(error.value)
 
 
+def _folder_of_notes(path):
+    """A folder of the user's that is no checkpoint: one file of notes."""
+    path.mkdir()
+    (path / "notes.txt").write_text("mine")
+    return path
+
+
 def test_save_refuses_an_occupied_path_and_leaves_it_alone(tiny, tmp_path):
     model, tokenizer = tiny
-    folder = tmp_path / "ck"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("mine")
+    folder = _folder_of_notes(tmp_path / "ck")
     with pytest.raises(ValueError, match="not empty"):
         save(model, tokenizer, folder)
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
@@ -197,9 +202,7 @@ def test_replace_swaps_a_checkpoint_for_a_new_one(tiny, tmp_path):
 
 def test_replace_refuses_anything_but_a_checkpoint(tiny, tmp_path):
     model, tokenizer = tiny
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("mine")
+    folder = _folder_of_notes(tmp_path / "mine")
     with pytest.raises(ValueError, match="not a checkpoint .*name a new folder"):
         save(model, tokenizer, folder, replace=True)
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
