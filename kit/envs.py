@@ -15,6 +15,10 @@ transformers builds from the type hints and the Google-style ``Args:`` docstring
   that tells the model what to do next: TRL shows it to the model as ``{'error': '...'}`` and
   counts it in ``tools/failure_frequency``. A move the game itself rejects also counts under the
   game's rules (the reference's one-warning rule: a second invalid move in a row ends the game).
+  Every call is recorded in ``calls``, failed or not, and no input makes a tool raise anything
+  else or return text a tokenizer cannot encode: a string with a lone surrogate (``"\\ud800"``,
+  legal in JSON) is refused, since TRL's tokenisation of such a tool result fails outside its
+  tool-error handling and ends the training step (``tests/test_tool_fuzz.py``).
 
 Variants are subclasses: ``class LongWordleEnv(WordleEnv): options = {"word_length": 7}``.
 """
@@ -108,9 +112,17 @@ class _GameEnv:
 
     # -- the one path every tool takes
     def _play(
-        self, tool: str, arguments: dict[str, Any], action: str | None, problem: str | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        action: str | None,
+        problem: str | None,
+        hint: str | None = None,
     ) -> str:
-        """Apply ``action`` (built from ``arguments``), or refuse with ``problem``; record either way."""
+        """Apply ``action`` (built from ``arguments``), or refuse with ``problem``; record either
+        way. ``hint`` goes before the game's own explanation if the game rejects the move: the
+        reference's texts can mislead a model that called a tool (Sudoku answers ``place(-1, 3,
+        4)`` with "Invalid move format")."""
         if self._game.done:
             problem = (
                 "The game is over; no more moves are accepted. Stop calling tools and give your "
@@ -121,7 +133,7 @@ class _GameEnv:
             step = self._game.step(action)
             self._observation += step.observation
             if not step.info.get("valid", True):
-                problem = self._explain(step)
+                problem = self._explain(step) if hint is None else f"{hint}\n{self._explain(step)}"
         self._calls.append(
             ToolCall(tool, dict(arguments), None if problem else step.observation, problem)
         )
@@ -138,26 +150,80 @@ class _GameEnv:
             problem = f"{problem}\n{reason}".strip()
         if step.done:
             problem += "\nThe game is over; no more moves are accepted."
-        return problem
+        # The reference echoes the whole move: a 10 MB guess would come back as a 10 MB error.
+        return "\n".join(_clipped(line, _LONGEST_LINE) for line in problem.splitlines())
+
+
+# How much of a model's input an error message shows: enough to recognise it, never all of it.
+_SHOWN = 40
+_LONGEST_LINE = 200
+# Whole numbers a tool accepts: anything longer is no cell, row or column of any game here, and
+# Python refuses to print an int of over 4,300 digits.
+_MOST_DIGITS = 18
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _surrogate(text: str) -> str | None:
+    """The first lone surrogate in ``text`` as ``U+D800``, or None: JSON can carry one
+    (``"\\ud800"``), but it is not text, and no tokenizer encodes it."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"U+{ord(text[error.start]):04X}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A short description of a tool argument for an error message, whatever the model sent:
+    never the whole of a long string, never a lone surrogate, never ``str()`` of a structure
+    (a list nested 5,000 deep raises ``RecursionError``) or of a 5,000-digit number."""
+    if isinstance(value, str):
+        text = _clipped(value, _SHOWN)
+        return ascii(text) if _surrogate(text) else repr(text)
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    if isinstance(value, int):
+        digits = len(str(value).lstrip("-")) if value.bit_length() < 64 else _digits(value)
+        return repr(value) if digits <= _MOST_DIGITS else f"a {digits}-digit number"
+    return f"a {type(value).__name__}"
+
+
+def _digits(value: int) -> int:
+    return math.floor(math.log10(abs(value))) + 1
 
 
 def _as_int(name: str, value: Any) -> tuple[int | None, str | None]:
-    """Models send numbers as ints, floats or strings; accept exact integers of any spelling."""
-    if isinstance(value, bool):
-        return None, f"{name} must be a whole number like 3, not {value!r}."
-    if isinstance(value, int):
-        return value, None
+    """Models send numbers as ints, floats or strings; accept exact integers of any spelling
+    (decimal digits of any script, as ``int()`` reads them) up to 18 digits."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value), None
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 20:
-        return int(value.strip()), None
-    return None, f"{name} must be a whole number like 3, not {str(value)[:40]!r}."
+        value = int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if digits.isdecimal() and len(digits) <= _MOST_DIGITS:
+            return int(text), None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() < 64 or _digits(value) <= _MOST_DIGITS:
+            return value, None
+    return None, f"{name} must be a whole number like 3, not {_shown(value)}."
 
 
 def _as_text(name: str, value: Any) -> str | None:
-    if isinstance(value, str):
-        return None
-    return f"{name} must be a string, not {type(value).__name__}."
+    """Why ``value`` is no text argument, or None if it is one."""
+    if not isinstance(value, str):
+        return f"{name} must be a string, not {_shown(value)}."
+    surrogate = _surrogate(value)
+    if surrogate:
+        return (
+            f"{name} contains a lone surrogate ({surrogate}), which is not a character: write "
+            "the text itself, not an escape such as \\ud800."
+        )
+    return None
 
 
 class WordleEnv(_GameEnv):
@@ -180,7 +246,14 @@ class WordleEnv(_GameEnv):
         problem = _as_text("word", word)
         # TextArena reads a guess as `[word]`; a model that already wrote the brackets is forgiven.
         action = None if problem else f"[{word.strip().strip('[]')}]"
-        return self._play("guess", {"word": word}, action, problem)
+        hint = None
+        if action is not None and not (action[1:-1].isascii() and action[1:-1].isalpha()):
+            # TextArena would say "use squared brackets", which the tool already adds.
+            hint = (
+                f"A guess is one word of letters only, like crane (the tool adds the square "
+                f"brackets); got {_shown(word)}."
+            )
+        return self._play("guess", {"word": word}, action, problem, hint)
 
 
 class CatchEnv(_GameEnv):
@@ -203,7 +276,7 @@ class CatchEnv(_GameEnv):
         problem = _as_text("direction", direction)
         if problem is None and direction.strip().upper() not in ("LEFT", "RIGHT"):
             problem = (
-                f"direction must be LEFT or RIGHT, not {direction[:40]!r}; call stay() to keep "
+                f"direction must be LEFT or RIGHT, not {_shown(direction)}; call stay() to keep "
                 "the paddle where it is."
             )
         action = None if problem else direction.strip().upper()
@@ -242,7 +315,16 @@ class SudokuEnv(_GameEnv):
                 break
             values.append(number_value)
         action = None if problem else "[{} {} {}]".format(*values)
-        return self._play("place", arguments, action, problem)
+        hint = None
+        if action is not None and not all(1 <= value <= 9 for value in values):
+            # The move still goes to the game, whose rules count it; but for a negative number
+            # TextArena's own text says only "Invalid move format".
+            hint = (
+                "row, col and number must each be a whole number from 1 to 9; got "
+                + ", ".join(f"{k}={v}" for k, v in zip(arguments, values, strict=True))
+                + "."
+            )
+        return self._play("place", arguments, action, problem, hint)
 
 
 class EchoEnv(_GameEnv):
