@@ -193,6 +193,21 @@ def _shown(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _json_kind(value: Any) -> str:
+    """What a model sent, in JSON's words (it wrote JSON, not Python): "a number", "null"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
 def _digits(value: int) -> int:
     return math.floor(math.log10(abs(value))) + 1
 
@@ -216,7 +231,7 @@ def _as_int(name: str, value: Any) -> tuple[int | None, str | None]:
 def _as_text(name: str, value: Any) -> str | None:
     """Why ``value`` is no text argument, or None if it is one."""
     if not isinstance(value, str):
-        return f"{name} must be a string, not {_shown(value)}."
+        return f"{name} must be a string, not {_json_kind(value)}."
     surrogate = _surrogate(value)
     if surrogate:
         return (

@@ -301,7 +301,7 @@ def test_turn_marks_name_each_call_its_error_and_the_reward(tokenizer, batch):
         "✓ echo(message='a <b> & \"c\"\\n\\ttab é 😀')",
         "✗ echo(message=42)",
     ]
-    assert 'title="error: message must be a string, not int."' in viz.html(echo, tokenizer)
+    assert 'title="error: message must be a string, not a number."' in viz.html(echo, tokenizer)
 
     cut_marks = _parse(viz.html(cut, tokenizer)).marks
     assert cut_marks[-1].endswith("truncated")
@@ -342,7 +342,7 @@ def test_chat_view_shows_roles_tool_calls_and_escaped_text(batch):
     assert chat.count('class="kit-msg ') == len(batch[2].messages)
     assert "kit-msg-assistant" in chat and "kit-msg-tool" in chat and "kit-msg-user" in chat
     assert "→ echo({&quot;message&quot;: 42})" in chat
-    assert "{&#x27;error&#x27;: &#x27;message must be a string, not int.&#x27;}" in chat
+    assert "{&#x27;error&#x27;: &#x27;message must be a string, not a number.&#x27;}" in chat
     assert "&lt;b&gt;" in chat and "<b>" not in chat
 
 
