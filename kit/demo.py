@@ -1,6 +1,6 @@
 """The CPU runbook: does training work? Base -> SFT -> GRPO, measured on held-out tasks.
 
-    python -m kit.demo                                  # Catch, seed 0, about 18 minutes
+    python -m kit.demo                                  # Catch, seed 0, about 16 minutes
     python -m kit.demo --game wordle --sft-steps 400    # any game, more warm-up
     python -m kit.demo --where ball_col=0 --samples 32  # the control: no need to read the board
 
@@ -71,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = _parse(argv)
     started = time.perf_counter()
     _hush()
+    import torch
+
+    # GRPO on a CPU repeats exactly only at the same number of threads (the sums in a matmul are
+    # split differently); one thread by default, so that the README's tables repeat anywhere.
+    torch.set_num_threads(args.threads)
 
     from kit.models import save, tiny_model
     from kit.train import grpo, warm_up
@@ -200,6 +205,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0, help="model init, training and sampling")
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads; a CPU run repeats exactly only at the same count",
+    )
+    parser.add_argument(
         "--max-completion-length",
         type=int,
         help="token budget of an episode, in evaluation and GRPO (default: kit.evaluate.BUDGETS)",
@@ -222,7 +233,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             TaskProvider(args.game, split, where=args.where)  # some task of each split matches
     except ValueError as error:
         parser.error(f"--where: {error}")
-    for name in ("sft_steps", "grpo_steps", "samples", "max_completion_length"):
+    for name in ("sft_steps", "grpo_steps", "samples", "max_completion_length", "threads"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -237,7 +248,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         f"python -m kit.demo --game {args.game} --sft-steps {args.sft_steps} "
         f"--grpo-steps {args.grpo_steps} --samples {args.samples} "
         f"--temperature {args.temperature:g} --max-completion-length "
-        f"{args.max_completion_length} --seed {args.seed}"
+        f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
         + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())
     )
     return args

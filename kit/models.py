@@ -2,10 +2,11 @@
 
 Why a tiny model: tests, CI and the CPU runbook cannot download weights, yet they must drive the
 real ``GRPOTrainer`` end to end. ``tiny_model()`` trains a byte-level BPE tokenizer on the games'
-own text, adds the ChatML and tool-call tokens, and sets one of TRL's bundled chat templates
-byte for byte (TRL recognises a template by its exact text, and refuses tool training
-otherwise). The model is a randomly initialised ``Qwen3ForCausalLM`` of about 0.4M parameters:
-it learns nothing useful, but every code path it goes through is the one a 1.7B model takes.
+own text (a Catch board row is one token: see ``Catch.LINE_PATTERN``), adds the ChatML and
+tool-call tokens, and sets one of TRL's bundled chat templates byte for byte (TRL recognises a
+template by its exact text, and refuses tool training otherwise). The model is a randomly
+initialised ``Qwen3ForCausalLM`` of about 0.4M parameters: it knows nothing until the kit's SFT
+warm-up, and every code path it goes through is the one a 1.7B model takes.
 
 ``load(name)`` is the path GPU users take: a hub id or a local folder, with TRL's template put
 on tokenizers whose own template TRL does not know. ``save(model, tokenizer, path)`` writes a
@@ -47,6 +48,22 @@ def trl_chat_template(name: str = "qwen3") -> str:
     return path.read_text(encoding="utf-8")
 
 
+# Games the tokenizer's corpus plays per game: enough seeds that Catch's ball falls in each of
+# its 5 columns (seeds 0..7 draw all five), so that every board row becomes one token.
+_CORPUS_SEEDS = 8
+
+# GPT-2's pre-tokenizer split (what ``pre_tokenizers.ByteLevel(use_regex=True)`` applies), with
+# each game's ``LINE_PATTERN`` tried first on a line of its own.
+_GPT2_SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def _line_patterns() -> list[str]:
+    from kit.games import GAMES, make
+
+    patterns = (getattr(type(make(name)), "LINE_PATTERN", None) for name in GAMES)
+    return [pattern for pattern in patterns if pattern]
+
+
 def _training_corpus() -> list[str]:
     """Text the tiny tokenizer learns its merges from: the games' own prompts and tool calls."""
     from kit.games import GAMES, make
@@ -60,24 +77,33 @@ def _training_corpus() -> list[str]:
         "You are a helpful assistant. Use the tools to play the game.",
     ]
     for name in GAMES:
-        game = make(name)
-        lines.append(game.reset(seed=0))
-        for action in play(name, seed=0, max_steps=12):
-            lines.append(action)
-            step = game.step(action)
-            lines.append(step.observation)
-            if step.done:
-                break
+        for seed in range(_CORPUS_SEEDS):
+            game = make(name)
+            lines.append(game.reset(seed=seed))
+            for action in play(name, seed=seed, max_steps=12):
+                lines.append(action)
+                step = game.step(action)
+                lines.append(step.observation)
+                if step.done:
+                    break
     return lines
 
 
-def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = 512) -> Any:
+def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = 768) -> Any:
     """A byte-level BPE tokenizer with ChatML and tool-call tokens, built offline in about a second."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # GPT-2's byte-level BPE, except that a line matching a game's LINE_PATTERN (a Catch board
+    # row) stays whole, so that BPE can learn it as one token (Oniguruma: ^ and $ are per line).
+    whole_lines = "".join(f"^(?:{pattern})$|" for pattern in _line_patterns())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(whole_lines + _GPT2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -19,6 +19,7 @@ pytest.importorskip("trl")
 from kit.data import HELD_OUT, TaskProvider  # noqa: E402
 from kit.evaluate import evaluate  # noqa: E402
 from kit.models import load, tiny_model  # noqa: E402
+from kit.train import GRPO  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 96  # tokens per episode: short, so the untrained model's rambling ends soon
@@ -66,7 +67,7 @@ def test_the_demo_writes_every_output_and_says_where(demo):
     out, stdout, summary = demo
     command = (
         "python -m kit.demo --game catch --sft-steps 5 --grpo-steps 1 --samples 2 "
-        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3"
+        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
     )
     assert summary["command"] == command and summary["seed"] == 3
     assert stdout.rstrip().endswith(f"reproduce: {command}")
@@ -74,7 +75,7 @@ def test_the_demo_writes_every_output_and_says_where(demo):
     assert html == out / "trajectory.html" and str(html) in stdout
     page = html.read_text(encoding="utf-8")
     # the last captured batch: one group of eight rollouts, each token view present
-    assert page.count("rollout ") == 8
+    assert page.count("rollout ") == GRPO["per_device_train_batch_size"]  # the whole batch
     assert "model: sampled, trained" in page
     for line in ("base (catch)", "SFT (catch)", "SFT + GRPO (catch)", "games finished"):
         assert line in stdout
@@ -137,6 +138,7 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
     for argv, message in (
         (["--sft-steps", "0"], "--sft-steps must be at least 1"),
         (["--samples", "0"], "--samples must be at least 1"),
+        (["--threads", "0"], "--threads must be at least 1"),
         (["--temperature", "0"], "--temperature must be a positive number"),
         (["--game", "chess"], "invalid choice: 'chess'"),
         (["--max-completion-length", "-4"], "--max-completion-length must be at least 1"),
@@ -163,7 +165,7 @@ def test_where_narrows_grpo_and_every_evaluation_and_is_in_the_command(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["where"] == {"ball_col": 0}
-    assert summary["command"].endswith("--seed 0 --where ball_col=0")
+    assert summary["command"].endswith("--seed 0 --threads 1 --where ball_col=0")
     held_out = len(TaskProvider("catch", "eval", where={"ball_col": 0}))
     assert held_out == 2  # heights 8 and 10
     assert [r["episodes"] for r in summary["evaluation"]] == [2 * held_out] * 3

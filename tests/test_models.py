@@ -53,6 +53,29 @@ def test_special_tokens_are_single_ids_and_eos_ends_a_turn(tiny):
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
 
 
+def test_every_catch_board_row_is_one_token(tiny):
+    """Why the tokenizer keeps Catch's rows whole: with GPT-2's split ("..", "o", "..") the
+    2-layer model never learnt which column the ball is in (README, "Does it learn?")."""
+    from kit.games import make
+
+    _, tokenizer = tiny
+    game = make("catch")
+    rows = set()
+    for column in range(game.columns):
+        for moves in (["LEFT"] * 4, ["RIGHT"] * 4):
+            rows.update(game.reset(ball_col=column).splitlines())
+            for move in moves:
+                rows.update(game.step(move).observation.splitlines())
+    assert len(rows) == 2 * game.columns + 1  # the ball's rows, the paddle's, the empty one
+    for row in sorted(rows):
+        ids = tokenizer.encode(f"The board:\n{row}\n", add_special_tokens=False)
+        assert tokenizer.convert_ids_to_tokens(ids)[-2:] == [row, "Ċ"], row
+    # Text that is not a board row is split as before, and everything round-trips.
+    text = "Move the paddle (x) so the ball (o) lands on it... ok.\n..o..x\n"
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+    assert "paddle" not in tokenizer.convert_ids_to_tokens(tokenizer.encode("(x) ...o"))
+
+
 def test_tiny_model_is_deterministic_and_small(tiny):
     model, tokenizer = tiny
     again, _ = tiny_model()

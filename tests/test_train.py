@@ -99,13 +99,16 @@ def test_plot_log_draws_each_figure_and_its_trailing_mean():
 
 @pytest.mark.slow
 def test_grpo_with_where_trains_only_on_the_chosen_tasks(tmp_path):
-    from kit.train import grpo
+    from kit.train import GRPO, grpo
 
     model, tokenizer = tiny_model(seed=1)
     trainer, capture = grpo(
         model, tokenizer, "catch", 2, 0, tmp_path, where={"ball_col": 0}, max_completion_length=32
     )
+    batch, group = GRPO["per_device_train_batch_size"], GRPO["num_generations"]
     assert set(trainer.train_dataset["ball_col"]) == {0}
-    assert len(trainer.train_dataset) == 2 * 8 // 4  # two tasks per step, as without where
-    tasks = [t.task for batch in capture.batches for t in batch.trajectories]
-    assert len(tasks) == 16 and all(task["ball_col"] == 0 for task in tasks)
+    assert (
+        len(trainer.train_dataset) == 2 * batch // group
+    )  # the tasks of 2 steps, as without where
+    tasks = [t.task for step in capture.batches for t in step.trajectories]
+    assert len(tasks) == 2 * batch and all(task["ball_col"] == 0 for task in tasks)
