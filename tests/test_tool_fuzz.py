@@ -16,20 +16,12 @@ import random
 import pytest
 
 from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv
+from tests.test_envs import TASKS as GAME_TASKS
+from tests.test_envs import TOOLS
 
 CALLS = 10_000
-TASKS = {
-    WordleEnv: {"secret": "sheep"},
-    CatchEnv: {"ball_col": 3, "rows": 30},
-    SudokuEnv: {"seed": 5, "difficulty": "easy"},
-    EchoEnv: {},
-}
-TOOLS = {
-    WordleEnv: {"guess": ["word"]},
-    CatchEnv: {"move": ["direction"], "stay": []},
-    SudokuEnv: {"place": ["row", "col", "number"]},
-    EchoEnv: {"echo": ["message"]},
-}
+# test_envs' tasks, with Catch on a 30-row board so that a game outlasts more hostile calls.
+TASKS = {**GAME_TASKS, CatchEnv: {"ball_col": 3, "rows": 30}}
 # What an error may not say: Python's own messages, which tell a model nothing about the tool.
 INTERNALS = ("int()", "sys.", "Traceback", "literal", "object of type", "recursion", "NoneType")
 LONGEST_ERROR = 600
