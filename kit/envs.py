@@ -188,7 +188,7 @@ def _shown(value: Any) -> str:
     if value is None or isinstance(value, bool | float):
         return repr(value)
     if isinstance(value, int):
-        digits = len(str(value).lstrip("-")) if value.bit_length() < 64 else _digits(value)
+        digits = _digits(value)
         return repr(value) if digits <= _MOST_DIGITS else f"a {digits}-digit number"
     return f"a {type(value).__name__}"
 
@@ -209,6 +209,10 @@ def _json_kind(value: Any) -> str:
 
 
 def _digits(value: int) -> int:
+    """How many decimal digits ``value`` has, without ``str()`` of a huge one (Python refuses
+    past 4,300 digits)."""
+    if value.bit_length() < 64:
+        return len(str(abs(value)))
     return math.floor(math.log10(abs(value))) + 1
 
 
@@ -223,7 +227,7 @@ def _as_int(name: str, value: Any) -> tuple[int | None, str | None]:
         if digits.isdecimal() and len(digits) <= _MOST_DIGITS:
             return int(text), None
     elif isinstance(value, int) and not isinstance(value, bool):
-        if value.bit_length() < 64 or _digits(value) <= _MOST_DIGITS:
+        if _digits(value) <= _MOST_DIGITS:
             return value, None
     return None, f"{name} must be a whole number like 3, not {_shown(value)}."
 
@@ -260,9 +264,10 @@ class WordleEnv(_GameEnv):
         """
         problem = _as_text("word", word)
         # TextArena reads a guess as `[word]`; a model that already wrote the brackets is forgiven.
-        action = None if problem else f"[{word.strip().strip('[]')}]"
+        guess = None if problem else word.strip().strip("[]")
+        action = None if guess is None else f"[{guess}]"
         hint = None
-        if action is not None and not (action[1:-1].isascii() and action[1:-1].isalpha()):
+        if guess is not None and not (guess.isascii() and guess.isalpha()):
             # TextArena would say "use squared brackets", which the tool already adds.
             hint = (
                 f"A guess is one word of letters only, like crane (the tool adds the square "

@@ -73,9 +73,9 @@ def sft_config(output_dir: str, **overrides: Any) -> Any:
 # SFT warm-up: one whole conversation per step (2048 tokens hold a Catch game with the tiny
 # tokenizer; at 1024 only its first turns are learnt, and later calls come out malformed).
 SFT = {"per_device_train_batch_size": 1, "learning_rate": 2e-3, "max_length": 2048}
-# 600 steps (3 passes over the 200 shipped games): at 200 the tiny model's first move barely
-# depends on the ball's column (held-out win 0.16, and 0.53 of the games finished, seed 0); at
-# 600 its first move follows the column in most episodes (win 0.53, every game finished).
+# 600 steps (3 passes over the 200 shipped games): at 200 the tiny model wins 0.16 of the held-out
+# games and finishes 0.53 (seed 0); at 600 it moves as far as the ball is away, if often the
+# wrong way, and wins 0.53, every game finished (seed 0; seeds 1-3 win 0.15-0.25: README).
 SFT_STEPS = 600
 # GRPO from the warmed-up tiny model, as measured on Catch (README, "Does it learn?"): two groups
 # of 8 rollouts per step, sampled at temperature 0.5, learning rate 2e-4. Two tasks per step keep

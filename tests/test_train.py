@@ -107,8 +107,7 @@ def test_grpo_with_where_trains_only_on_the_chosen_tasks(tmp_path):
     )
     batch, group = GRPO["per_device_train_batch_size"], GRPO["num_generations"]
     assert set(trainer.train_dataset["ball_col"]) == {0}
-    assert (
-        len(trainer.train_dataset) == 2 * batch // group
-    )  # the tasks of 2 steps, as without where
+    # the tasks of 2 steps, as without where
+    assert len(trainer.train_dataset) == 2 * batch // group
     tasks = [t.task for step in capture.batches for t in step.trajectories]
     assert len(tasks) == 2 * batch and all(task["ball_col"] == 0 for task in tasks)
