@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kit.games import Game, Step, make
+from kit.games.echo import EMPTY_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class _GameEnv:
 
     @property
     def reward(self) -> float:
-        """The reference's reward for the episode so far (final once ``done``)."""
+        """The reward the reference paid for the last move (0.0 before the game ends, except
+        Echo's, which pays every message); final once ``done``."""
         return self._game.reward
 
     @property
@@ -312,7 +314,8 @@ class SudokuEnv(_GameEnv):
 
     Task columns: ``puzzle`` (81 characters, ``.`` for empty) or ``seed`` with ``difficulty``.
     Reward: 1 when solved; if two invalid moves in a row end the game, the fraction of the
-    originally empty cells filled correctly.
+    originally empty cells filled correctly; 0.0 before the end (the fraction so far is
+    ``game.progress``).
     """
 
     game_name = "sudoku"
@@ -350,7 +353,8 @@ class SudokuEnv(_GameEnv):
 class EchoEnv(_GameEnv):
     """Echo (OpenEnv's echo env, TRL's first example): every message comes back.
 
-    No task columns. Reward of a message: ``len(message) * 0.1``. Never done.
+    No task columns. Reward of a message: ``len(message) * 0.1``. Never done. An empty message
+    is refused (a failed call), as the reference refuses it.
     """
 
     game_name = "echo"
@@ -364,6 +368,8 @@ class EchoEnv(_GameEnv):
             message: The text to send.
         """
         problem = _as_text("message", message)
+        if problem is None and not message:
+            problem = EMPTY_MESSAGE  # the engine's own refusal, raised before it is reached
         return self._play("echo", {"message": message}, None if problem else message, problem)
 
 

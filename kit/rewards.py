@@ -151,7 +151,8 @@ def partial_credit(rollout: Rollout) -> float:
       spend all six guesses to be paid at all, and does best to end on its best guess or to end
       the game with two invalid moves right after a good one. The best-so-far never drops, so
       there is nothing to gain by burning guesses or by stopping early.
-    * Sudoku: the share of the originally empty cells filled correctly so far.
+    * Sudoku: the share of the originally empty cells filled correctly so far (the engine's
+      ``progress``; the reference's reward is 0.0 until the game ends).
     * Catch: once the ball has landed, ``1 - |paddle - ball| / (columns - 1)``; 0.0 before,
       so a policy that stops moving half-way is paid nothing.
 
@@ -211,7 +212,8 @@ def called_tool(rollout: Rollout) -> float:
 
 def env_reward(rollout: Rollout) -> float:
     """The reference's own reward (``env.reward``): Wordle 1 / last guess's partial credit,
-    Sudoku 1 / fraction filled, Catch +1 / -1 at the end, Echo ``len(message) * 0.1``.
+    Sudoku 1 / fraction filled, Catch +1 / -1, each paid only when the game ends (0.0 for an
+    unfinished episode); Echo ``len(message) * 0.1`` for the last message.
 
     Echo's grows with message length without bound: a policy can farm it with long messages.
     """

@@ -1,5 +1,6 @@
-"""Echo against OpenEnv's echo env rule (``len(message) * 0.1``, never done), and the live env
-where it is importable (openenv 0.10.0 does not ship it: the oracle test then skips)."""
+"""Echo against OpenEnv's echo env rule (``len(message) * 0.1``, never done, an empty message
+refused), and the live env where it is importable (openenv 0.10.0 does not ship it: the oracle
+test then skips)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.games.echo import READY, Echo
+from kit.envs import EchoEnv
+from kit.games.echo import EMPTY_MESSAGE, READY, Echo
 from kit.solvers.echo import EchoSolver
 
-MESSAGES = ["", "a", "Hi", "abc", "Hello, World!", "héllo wörld", "🙂" * 7, "x" * 100_000, "\n\t"]
+MESSAGES = ["a", "Hi", "abc", "Hello, World!", "héllo wörld", "🙂" * 7, "x" * 100_000, "\n\t"]
 
 
 def test_reset_text() -> None:
@@ -52,11 +54,54 @@ def test_reward_is_multiplied_not_divided() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text())
+@given(st.text(min_size=1))
 def test_any_text_is_echoed(message: str) -> None:
     game = Echo()
     step = game.step(message)  # the reference needs no reset before the first step
     assert (step.observation, step.reward, step.done) == (message, len(message) * 0.1, False)
+
+
+def _state(game: Echo) -> tuple:
+    return (game.messages[:], game.reward, game.num_steps, game.invalid_moves, game.done)
+
+
+def test_an_empty_message_is_refused_and_changes_nothing() -> None:
+    """The reference's action is ``message: str = Field(min_length=1)``: the server refuses an
+    empty one (VALIDATION_ERROR) before the env sees it, so nothing of the episode changes."""
+    assert EMPTY_MESSAGE == "message must not be empty: send at least one character."
+    game = Echo(max_turns=2)
+    with pytest.raises(ValueError, match="^message must not be empty"):
+        game.step("")  # before any reset, too
+    assert _state(game) == ([], 0.0, 0, 0, False)
+    game.reset()
+    game.step("hello")
+    before = _state(game)
+    for _ in range(3):
+        with pytest.raises(ValueError) as error:
+            game.step("")
+        assert str(error.value) == EMPTY_MESSAGE
+        assert _state(game) == before  # not a step: the last turn is still to play
+    assert game.step("x").done and game.num_steps == 2
+
+
+def test_echo_env_refuses_an_empty_message_as_a_failed_call() -> None:
+    env = EchoEnv()
+    env.reset()
+    assert env.echo("hi") == "hi"
+    transcript, reward = env.transcript, env.reward
+    with pytest.raises(ValueError) as error:
+        env.echo("")
+    assert str(error.value) == EMPTY_MESSAGE  # the engine's words, to the model
+    (_, failed) = env.calls
+    assert (failed.tool, failed.arguments, failed.result) == ("echo", {"message": ""}, None)
+    assert failed.error == EMPTY_MESSAGE and env.invalid_calls == 1
+    assert (env.transcript, env.reward, env.game.num_steps, env.game.messages) == (
+        transcript,
+        reward,
+        1,
+        ["hi"],
+    )
+    assert env.echo(" ") == " "  # one character is enough, whitespace included
 
 
 def test_never_done_by_default() -> None:
@@ -138,3 +183,7 @@ def test_live_echo_env() -> None:
         assert step.observation == observation.echoed_message
         assert step.reward == observation.reward
         assert step.done == observation.done
+    with pytest.raises(ValueError):  # pydantic's ValidationError: min_length=1
+        models.EchoAction(message="")
+    with pytest.raises(ValueError):
+        game.step("")

@@ -109,7 +109,9 @@ def test_partial_credit_is_forfeited_when_invalid_moves_end_the_game() -> None:
 
     task, right, wrong = _sudoku()
     some, _ = _play(SudokuEnv, task, right[:3])
-    assert partial_credit(Rollout(some)) == pytest.approx(3 / len(right))
+    # The reference pays nothing before the end; the shaping pays the engine's progress.
+    assert not some.done and some.reward == 0.0 and env_reward(Rollout(some)) == 0.0
+    assert partial_credit(Rollout(some)) == some.game.progress == pytest.approx(3 / len(right))
     ended, _ = _play(SudokuEnv, task, right[:3] + wrong[3:5])
     assert ended.done and ended.reward == pytest.approx(3 / len(right))
     assert partial_credit(Rollout(ended)) == 0.0

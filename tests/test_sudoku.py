@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.games import make
-from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
+from kit.games.sudoku import (
+    DIFFICULTIES,
+    MAX_SEARCH_NODES,
+    SearchLimitError,
+    Sudoku,
+    solutions,
+)
 from kit.paths import data_dir
 from kit.solvers import play, solver
 from kit.solvers.sudoku import SudokuSolver
@@ -44,9 +50,10 @@ def replay(episode: dict) -> None:
         invalid += ref["reason"] is not None
         assert (game.num_steps, game.invalid_moves) == (n, invalid), where
         assert game.correct_cells == round(ref["completion"] * game.empty_cells), where
-        expected = ref["reward"] if ref["done"] else ref["completion"]
-        assert step.reward == game.reward == expected, where
+        # The step reward as OpenEnv's TextArena server pays it: 0.0 until the game ends.
+        assert step.reward == game.reward == ref["reward"], where
         assert isinstance(step.reward, float)
+        assert step.info["progress"] == game.progress == ref["completion"], where
         assert game.won == (ref["done"] and ref["reward"] == 1), where
 
 
@@ -75,7 +82,11 @@ def test_fixtures_cover_the_cases() -> None:
         for e in EPISODES
         for a, b in zip(e["steps"], e["steps"][1:], strict=False)
     )
-    assert warned_then_valid and any(e["steps"][-1]["reward"] == 0.0 for e in EPISODES)
+    assert warned_then_valid
+    assert any(e["steps"][-1]["done"] and e["steps"][-1]["reward"] == 0.0 for e in EPISODES)
+    # Steps before the end pay 0.0 though some cells are filled: not the fraction filled so far.
+    assert any(not s["done"] and s["completion"] > 0 for e in EPISODES for s in e["steps"])
+    assert all(s["reward"] == 0.0 for e in EPISODES for s in e["steps"] if not s["done"])
 
 
 # --- the engine's own contract ---------------------------------------------------------------
@@ -232,14 +243,31 @@ def test_step_errors() -> None:
         game.step("[1 1 1]")
 
 
-def test_reward_is_partial_credit_until_the_end() -> None:
+def test_reward_is_zero_until_the_end_and_progress_is_separate() -> None:
+    """TextArena pays nothing before the end (OpenEnv's server: 0.0); the fraction filled so far
+    is ``progress`` and ``info["progress"]``, never the step's reward."""
     game = make("sudoku", difficulty="easy")
+    assert game.progress == 0.0  # before any reset
     game.reset(seed=4)
-    assert game.reward == 0.0 and game.correct_cells == 0
-    i = game.puzzle.index(".")
-    step = game.step(f"[{i // 9 + 1} {i % 9 + 1} {game.solution[i]}]")
-    assert not step.done and step.reward == game.reward == 1 / game.empty_cells
-    assert game.board[i // 9][i % 9] == int(game.solution[i]) and game.correct_cells == 1
+    assert game.reward == 0.0 and game.correct_cells == 0 and game.progress == 0.0
+    empty = [i for i, ch in enumerate(game.puzzle) if ch == "."]
+    moves = [f"[{i // 9 + 1} {i % 9 + 1} {game.solution[i]}]" for i in empty]
+    for n, move in enumerate(moves[:3], 1):
+        step = game.step(move)
+        assert not step.done and step.reward == game.reward == 0.0
+        assert step.info["progress"] == game.progress == n / game.empty_cells
+    i = empty[0]
+    assert game.board[i // 9][i % 9] == int(game.solution[i]) and game.correct_cells == 3
+    warned = game.step("no move")  # a warning pays nothing either, and keeps the progress
+    assert (warned.reward, warned.done, warned.info["progress"]) == (0.0, False, 3 / len(empty))
+    ended = game.step("still no move")  # the second invalid move in a row ends it: paid now
+    assert ended.done and ended.reward == game.reward == game.progress == 3 / len(empty)
+
+    game.reset(seed=4)
+    for move in moves[:-1]:
+        assert game.step(move).reward == 0.0
+    last = game.step(moves[-1])
+    assert last.done and game.won and last.reward == game.reward == last.info["progress"] == 1.0
 
 
 def test_a_number_too_long_for_int_is_out_of_bounds() -> None:
@@ -264,6 +292,90 @@ def test_any_text_is_a_legal_action(actions: list[str]) -> None:
         step = game.step(action)
         assert step.observation.startswith("\n[Player] ")
         assert step.info["valid"] == (step.info["reason"] is None)
+
+
+# --- what a given puzzle may cost ---------------------------------------------------------------
+
+# Puzzles whose check explodes the backtracking search. Search nodes each needs to settle, and
+# the CPU time reset(puzzle=...) took before the node budget (one AMD EPYC core):
+HOSTILE = {
+    # 319,836 nodes, 0.5 s: no solution
+    "19-clues-no-solution": "6.8...9......59..8.......3....3......6....3..8....2....8.6...1.3.9.........1..6..",
+    # 33,510,745 nodes, 46 s: no solution
+    "17-clues-no-solution": "9..........1..7..3.....3.......6......3.1....2....56..........5.3...4.96...3.....",
+    # 27,644,779 nodes, 39 s: two solutions, the second found late
+    "15-clues-two-solutions-a": "7....1.3...3.7.......3....1.9.......6.4.........4....71.....9..................8.",
+    # 77,235,937 nodes, 122 s: two solutions, likewise
+    "15-clues-two-solutions-b": "5..736..8.........1.6...............2...........2....5..56...........2......27...",
+}  # fmt: skip
+# Hard puzzles with exactly one solution, and the nodes each needs: all accepted.
+FAMOUS = {
+    # "Golden Nugget"
+    ".......39.....1..5..3.5.8....8.9...6.7...2...1..4.......9.8..5..2....6..4..7.....": 11_210,
+    # "Platinum Blonde"
+    "..............3.85..1.2.......5.7.....4...1...9.......5......73..2.1........4...9": 7_150,
+    # "AI Escargot"
+    "1....7.9..3..2...8..96..5....53..9...1..8...26....4...3......1..4......7..7...3..": 2_407,
+}
+
+
+def test_solutions_stops_after_max_nodes() -> None:
+    for puzzle, nodes in FAMOUS.items():
+        (solution,) = solutions(puzzle, 2, max_nodes=nodes)  # exactly enough
+        assert solutions(puzzle, 2) == [solution]
+        with pytest.raises(SearchLimitError, match=f"within {nodes - 1:,} search nodes"):
+            solutions(puzzle, 2, max_nodes=nodes - 1)
+    assert issubclass(SearchLimitError, ValueError)
+    with pytest.raises(SearchLimitError):
+        solutions(HOSTILE["17-clues-no-solution"], 2, max_nodes=1_000)
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_puzzle_too_costly_to_check_is_refused_and_changes_nothing(name: str) -> None:
+    game = Sudoku()
+    game.reset(seed=1)
+    game.step("[1 1 1]")
+    before = _state(game)
+    with pytest.raises(ValueError, match=f"too costly to check.*{MAX_SEARCH_NODES:,}"):
+        game.reset(puzzle=HOSTILE[name])
+    assert _state(game) == before
+    with pytest.raises(SearchLimitError):  # the refusal is the node budget, not the puzzle's answer
+        solutions(HOSTILE[name], 2, max_nodes=MAX_SEARCH_NODES)
+
+
+def test_famous_hard_puzzles_are_accepted() -> None:
+    assert max(FAMOUS.values()) < MAX_SEARCH_NODES
+    for puzzle in FAMOUS:
+        game = Sudoku()
+        game.reset(puzzle=puzzle)
+        assert game.solution == solutions(puzzle, 1)[0]
+
+
+def test_every_puzzle_the_kit_deals_or_ships_is_well_within_the_budget() -> None:
+    """reset(puzzle=...) must take back any puzzle the kit hands out (dataset rows carry them):
+    each settles in a tenth of the budget. The worst of 100,000 disguised hard puzzles needs
+    3,705 nodes; the median, 132."""
+    margin = MAX_SEARCH_NODES // 10
+
+    def check(puzzle: str, solution: str | None = None) -> None:
+        found = solutions(puzzle, 2, max_nodes=margin)
+        assert len(found) == 1 and solution in (None, found[0]), puzzle
+
+    for difficulty in DIFFICULTIES:
+        for line in (data_dir() / "sudoku" / f"{difficulty}.txt").read_text().splitlines():
+            check(*line.split())
+        game = Sudoku(difficulty=difficulty)
+        for seed in range(2_000 if difficulty == "hard" else 300):
+            game.reset(seed=seed)
+            check(game.puzzle, game.solution)
+    generate = _load(data_dir() / "sudoku" / "generate.py", "sudoku_generate")
+    for seed in range(1_000, 1_020):  # the generator beyond the bank
+        check(*generate.textarena_puzzle(seed, DIFFICULTIES["hard"][1]))
+    for puzzle in json.loads((data_dir() / "splits" / "sudoku.json").read_text())["eval"]:
+        check(puzzle)
+    sft = (data_dir() / "sft" / "sudoku" / "train.jsonl").read_text().splitlines()
+    for row in map(json.loads, sft):
+        check(row["task"]["puzzle"])
 
 
 # --- the solver ------------------------------------------------------------------------------
@@ -341,6 +453,34 @@ def test_live_random_episodes_match_textarena() -> None:
             f"live-{k}", difficulty, {"seed": seed}, [make_fixtures.random_move] * 60, seed
         )
         replay(episode)
+
+
+@pytest.mark.oracle
+def test_live_textarena_pays_nothing_before_the_end() -> None:
+    """Why a step pays 0.0 until the game ends: TextArena's Sudoku sets ``state.rewards`` only
+    when the game ends (a warning sets nothing), and OpenEnv's TextArena server pays 0.0 while it
+    is unset. The kit's ``progress`` is TextArena's own fraction filled, at every step."""
+    pytest.importorskip("textarena")
+    make_fixtures = _load(FIXTURES / "make_sudoku_fixtures.py", "make_sudoku_fixtures")
+    import textarena as ta
+
+    for difficulty in DIFFICULTIES:
+        game = Sudoku(difficulty=difficulty)
+        game.reset(seed=21)
+        env = ta.make(DIFFICULTIES[difficulty][0])
+        inner = make_fixtures._unwrap(env)
+        grids = make_fixtures._grid(game.solution), make_fixtures._grid(game.puzzle)
+        inner._generate_board = lambda grids=grids: grids
+        env.reset(num_players=1, seed=0)
+        empty = [i for i, ch in enumerate(game.puzzle) if ch == "."]
+        moves = [f"[{i // 9 + 1} {i % 9 + 1} {game.solution[i]}]" for i in empty]
+        for move in [*moves[:2], "no move", moves[2], "no move", "[1 1 0]"]:
+            done, _ = env.step(move)
+            step = game.step(move)
+            assert (inner.state.rewards is None) == (not done) == (not step.done), move
+            assert step.reward == make_fixtures.openenv_reward(inner.state), move
+            assert step.info["progress"] == inner._get_percentage_completion(), move
+        assert step.done and step.reward == 3 / len(empty)
 
 
 @pytest.mark.oracle

@@ -14,8 +14,11 @@ Every game has the same shape::
 
 ``reset`` returns the whole first observation; each ``step().observation`` is only the text that
 step adds, so ``reset() + "".join(step.observation ...)`` is the reference's cumulative view.
-After every call the engine exposes ``done``, ``reward`` (the reward the reference would pay if
-the episode ended now; final once ``done``), ``won`` and ``num_steps``.
+After every call the engine exposes ``done``, ``reward`` (what the reference paid for the last
+step, 0.0 after ``reset``: Wordle, Catch and Sudoku pay only when the game ends, Echo pays every
+message; final once ``done``), ``won`` and ``num_steps``. Progress short of the end is not a
+reward: it has its own fields (Sudoku's ``progress``, also in ``Step.info["progress"]``), which
+``kit.rewards`` shapes with.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 Rules (OpenEnv ``envs/echo_env/server/echo_environment.py``): ``reset()`` answers
 ``"Echo environment ready!"`` with reward 0.0; each message is echoed back unchanged and pays
 ``len(message) * 0.1`` (computed exactly so: ``3 * 0.1`` is ``0.30000000000000004``, not
-``0.3``); the episode is never done. Every str is a valid message, the empty one included.
+``0.3``); the episode is never done. Every str of at least one character is a valid message; the
+empty one is refused, as the reference's action model refuses it (``message: str =
+Field(min_length=1)``: the server answers ``VALIDATION_ERROR`` and nothing changes): ``step("")``
+raises ``ValueError`` (``EMPTY_MESSAGE``) and leaves the episode as it was, no step counted.
 
 The reference is not installed here: openenv 0.10.0 ships no ``echo_env`` (upstream serves it
 through MCP now, with the same text and rewards, and its pip template bounds the reward by 1.0,
@@ -22,6 +25,7 @@ from typing import Any
 from kit.games import Step
 
 READY = "Echo environment ready!"
+EMPTY_MESSAGE = "message must not be empty: send at least one character."
 
 
 class Echo:
@@ -63,9 +67,12 @@ class Echo:
         return READY
 
     def step(self, action: str) -> Step:
-        """Echo ``action``; reward ``len(action) * 0.1``."""
+        """Echo ``action``; reward ``len(action) * 0.1``. An empty ``action`` raises
+        ``ValueError`` and changes nothing."""
         if not isinstance(action, str):
             raise ValueError(f"action must be a str, got {type(action).__name__}")
+        if not action:
+            raise ValueError(EMPTY_MESSAGE)
         if self.done:
             raise ValueError(f"the game is over after max_turns={self.max_turns}; call reset()")
         self.messages.append(action)

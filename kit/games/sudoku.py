@@ -7,12 +7,16 @@ format, bounds 1..9, cell already filled, digit differs from the stored solution
 invalid move is a warning; a second in a row ends the game and pays the fraction of the
 originally empty cells filled correctly. Filling the last cell pays 1. The reference's 100-turn
 limit cannot be reached: warnings do not count as turns and a unique puzzle has at most 64
-empty cells. Before the end ``reward`` is the fraction filled so far, what an invalid ending
-would pay. One deviation: a number of over 4300 digits, on which TextArena crashes (``int()``
-refuses it), is out of bounds here.
+empty cells. Before the end every step pays 0.0, as OpenEnv's TextArena server pays it
+(TextArena itself has no reward until the game ends); the fraction filled so far is
+``progress``, also in each step's ``info["progress"]``, for reward shaping. One deviation: a
+number of over 4300 digits, on which TextArena crashes (``int()`` refuses it), is out of bounds
+here.
 
 Tasks: ``reset(puzzle=...)`` plays a given puzzle (81 chars, ``.`` or ``0`` empty; it must have
-exactly one solution), ``reset(seed=..., difficulty=...)`` picks a base puzzle from the bank in
+exactly one solution, which the solver must settle within ``MAX_SEARCH_NODES`` search nodes:
+a few hostile puzzles would otherwise cost minutes of CPU per reset),
+``reset(seed=..., difficulty=...)`` picks a base puzzle from the bank in
 ``data/sudoku`` (TextArena's own generator, run offline: same clue counts) and disguises it with
 a validity-preserving transform drawn from ``random.Random(seed)``, in microseconds where
 TextArena's hard reset takes seconds. Difficulties (``DIFFICULTIES``): very-easy, easy, default
@@ -21,6 +25,7 @@ TextArena's hard reset takes seconds. Difficulties (``DIFFICULTIES``): very-easy
 
 from __future__ import annotations
 
+import math
 import numbers
 import random
 import re
@@ -38,6 +43,13 @@ DIFFICULTIES: dict[str, tuple[str, int]] = {
     "medium": ("Sudoku-v0-medium", 40),
     "hard": ("Sudoku-v0-hard", 20),
 }
+
+#: The most search nodes (partial grids visited) ``reset(puzzle=...)`` spends settling that a
+#: given puzzle has exactly one solution. The puzzles the kit deals need far fewer (the worst
+#: of 100,000 disguised "hard" puzzles: 3,705), as do famous hard ones (Golden Nugget: 11,210);
+#: some 15-20-clue puzzles without a unique solution need tens of millions (33.5 million: 46 s
+#: of CPU; 77 million: 122 s), and nothing bounds them but this.
+MAX_SEARCH_NODES = 100_000
 
 _MOVE = re.compile(r"\[(\d+)\s(\d+)\s(\d+)\]")
 _ONE_DIGIT = frozenset("123456789")
@@ -83,11 +95,17 @@ _RULE = "   " + "- " * 16
 _ROW_TEXT = "R{}  {}  {}  {} |  {}  {}  {} |  {}  {}  {}"
 
 
-def solutions(puzzle: str, limit: int = 2) -> list[str]:
+class SearchLimitError(ValueError):
+    """``solutions`` visited more than ``max_nodes`` search nodes without an answer."""
+
+
+def solutions(puzzle: str, limit: int = 2, max_nodes: int | None = None) -> list[str]:
     """Up to ``limit`` solutions of an 81-char puzzle (``.`` or ``0`` empty), as 81-digit strings.
 
     Bitmask backtracking on the most constrained cell: a hard puzzle's uniqueness check takes
-    milliseconds, where TextArena's row-major search takes up to seconds.
+    milliseconds, where TextArena's row-major search takes up to seconds. ``max_nodes`` bounds
+    the work: past that many search nodes (partial grids visited, the empty grid included) it
+    raises ``SearchLimitError``; None (the default) searches to the end, however long.
     """
     grid = [0 if ch in ".0" else 1 << (int(ch) - 1) for ch in puzzle]
     rows, cols, boxes = [0] * 9, [0] * 9, [0] * 9
@@ -100,8 +118,15 @@ def solutions(puzzle: str, limit: int = 2) -> list[str]:
             boxes[_BOX[i]] |= bit
     empty = [i for i in range(81) if not grid[i]]
     found: list[str] = []
+    nodes_left = math.inf if max_nodes is None else max_nodes
 
     def search(k: int) -> bool:
+        nonlocal nodes_left
+        nodes_left -= 1
+        if nodes_left < 0:
+            raise SearchLimitError(
+                f"no answer within {max_nodes:,} search nodes ({len(found)} solution(s) so far)"
+            )
         if k == len(empty):
             found.append("".join(str(b.bit_length()) for b in grid))
             return len(found) >= limit
@@ -138,7 +163,8 @@ class Sudoku:
     """One game of TextArena Sudoku; ``difficulty`` (a key of ``DIFFICULTIES``) is the default
     for ``reset(seed=...)``. After each call: ``puzzle`` and ``solution`` (81 chars, ``.`` empty),
     ``board`` (rows of ints, 0 empty; read it, don't write it), ``empty_cells`` (originally
-    empty), ``correct_cells`` (filled so far), ``seed`` (None for a given puzzle)."""
+    empty), ``correct_cells`` (filled so far), ``progress`` (their ratio), ``seed`` (None for a
+    given puzzle)."""
 
     OPTIONS = ("difficulty",)
 
@@ -218,8 +244,19 @@ class Sudoku:
                     f"\n[GAME] You attempted an invalid move. Reason: {reason} Please resubmit a "
                     "valid move and remember to follow the game rules to avoid penalties."
                 )
-        self.reward = 1.0 if self.won else self.correct_cells / self.empty_cells
-        return Step(text, self.reward, self.done, {"valid": reason is None, "reason": reason})
+        progress = self.progress
+        # The reference pays only at the end: 1 for a solved grid, the progress when invalid
+        # moves end the game; before that 0.0 (OpenEnv's server, as TextArena has no reward yet).
+        self.reward = 1.0 if self.won else progress if self.done else 0.0
+        info = {"valid": reason is None, "reason": reason, "progress": progress}
+        return Step(text, self.reward, self.done, info)
+
+    @property
+    def progress(self) -> float:
+        """The share of the originally empty cells filled correctly so far, 0.0 to 1.0 (0.0
+        before any reset): what the reference pays if invalid moves end the game now. Not the
+        reward, which is 0.0 until the game ends; for shaping (``kit.rewards.partial_credit``)."""
+        return self.correct_cells / self.empty_cells if self.empty_cells else 0.0
 
     def _play(self, action: str) -> str | None:
         """Apply the move if valid; else return the reference's reason, checked in its order."""
@@ -277,7 +314,16 @@ def _check_puzzle(puzzle: Any) -> tuple[str, str]:
     puzzle = puzzle.replace("0", ".")
     if "." not in puzzle:
         raise ValueError("puzzle has no empty cell: there is nothing to play")
-    found = solutions(puzzle, 2)
+    try:
+        found = solutions(puzzle, 2, max_nodes=MAX_SEARCH_NODES)
+    except SearchLimitError:
+        raise ValueError(
+            f"puzzle is too costly to check: the solver visited {MAX_SEARCH_NODES:,} partial "
+            "grids without settling that it has exactly one solution, and stops there (the "
+            "puzzles the kit deals need a few thousand at most). Give a puzzle with exactly one "
+            "solution (more clues usually make it cheaper to check), or reset(seed=...) for one "
+            "of the kit's"
+        ) from None
     if not found:
         raise ValueError("puzzle has no solution")
     if len(found) > 1:
