@@ -9,14 +9,27 @@ guess. ``python -m envs.bench wordle`` replays solver games (the same moves ever
   client (``KitClient``) and through the tool env (``kit.remote.env``);
 
 and prints steps/s and resets/s for each. ``--url`` measures a server already running instead.
+
+``python -m envs.bench catch --sessions 512`` measures load instead: one server process (started
+here, one per handler measured) holds 512 WebSocket sessions at once, each playing solver games
+back to back with no pause, from a client in another process (so the client's CPU is not the
+server's); it prints step latency p50/p90/p99, steps/s and the server's CPU time per step for
+the kit's handler (``kit/serve/websocket.py``) and OpenEnv's own (``--handler both``, the
+default, runs both in turn; ``--ws`` picks uvicorn's WebSocket implementation, ``--no-deflate``
+turns compression off). Latencies are as the client sees them, round trip on loopback, so with
+every session always waiting on an answer they are mostly queueing: about sessions / throughput.
+On a machine other jobs share, CPU per step is the figure to compare; the clock is theirs too.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
+import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -77,13 +90,16 @@ def _time(
 
 
 @contextmanager
-def _server(game: str) -> Iterator[str]:
+def _server(game: str, command: list[str] | None = None) -> Iterator[tuple[str, int]]:
+    """``(url, pid)`` of a server on a free loopback port: ``uvicorn envs.<game>.server:app``, or
+    ``command`` (given ``--port``)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "uvicorn", f"envs.{game}.server:app", "--port", str(port)]
-    command += ["--host", "127.0.0.1", "--log-level", "warning"]
-    process = subprocess.Popen(command, cwd=ROOT)
+    if command is None:
+        command = [sys.executable, "-m", "uvicorn", f"envs.{game}.server:app"]
+        command += ["--host", "127.0.0.1", "--log-level", "warning"]
+    process = subprocess.Popen([*command, "--port", str(port)], cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -96,7 +112,7 @@ def _server(game: str) -> Iterator[str]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the {game} server did not start") from None
                 time.sleep(0.2)
-        yield url
+        yield url, process.pid
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -121,7 +137,7 @@ def bench(game: str, games: int, url: str | None = None) -> dict[str, tuple[floa
         lambda t: wrapper.reset(**t), lambda a: wrapper.step(KitAction(message=a)), tasks
     )
 
-    with _server(game) if url is None else nullcontext(url) as served:
+    with _server(game) if url is None else nullcontext((url, None)) as (served, _):
         with KitClient(served).sync() as client:
             results["server, KitClient"] = _time(
                 lambda t: client.reset(**t), lambda a: client.step(KitAction(message=a)), tasks
@@ -133,12 +149,182 @@ def bench(game: str, games: int, url: str | None = None) -> dict[str, tuple[floa
     return results
 
 
+HANDLERS = ("openenv", "kit")
+"""``kit``: the kit's ``/ws`` (``kit.serve.build_app``); ``openenv``: OpenEnv's own, as before."""
+
+
+def serve_for_load(
+    game: str, handler: str, port: int, ws: str, sessions: int, deflate: bool
+) -> None:
+    """Serve ``game`` with ``handler``'s ``/ws`` until killed (the load benchmark's server)."""
+    import uvicorn
+    from openenv.core.env_server.http_server import create_app
+
+    from kit.serve import ENVIRONMENTS, build_app
+    from kit.serve.base import KitState
+
+    environment = ENVIRONMENTS[game]
+    if handler == "kit":
+        app = build_app(environment, sessions)
+    else:  # what build_app returned before kit/serve/websocket.py
+        action_cls, observation_cls = environment.action_cls, environment.observation_cls
+        app = create_app(
+            environment,
+            action_cls,
+            observation_cls,
+            max_concurrent_envs=sessions,
+            state_cls=KitState,
+        )
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        ws=ws,
+        ws_per_message_deflate=deflate,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+async def _play(
+    url: str,
+    tasks: list[tuple[dict[str, Any], list[str]]],
+    start: int,
+    connected: list[asyncio.Event],
+    window: list[float],
+    latencies: list[float],
+) -> None:
+    """One session: solver games back to back until the window closes; steps timed inside it."""
+    from websockets.asyncio.client import connect
+
+    async with connect(url, proxy=None, max_size=None, open_timeout=120) as ws:
+        ready, go = connected
+        ready.set()
+        await go.wait()
+        for index in range(start, sys.maxsize):
+            task, actions = tasks[index % len(tasks)]
+            await ws.send(json.dumps({"type": "reset", "data": task}))
+            if json.loads(await ws.recv())["type"] != "observation":
+                raise RuntimeError(f"reset {task} failed")
+            for action in actions:
+                sent = time.perf_counter()
+                if sent > window[1]:
+                    return
+                await ws.send(json.dumps({"type": "step", "data": {"message": action}}))
+                reply = await ws.recv()
+                answered = time.perf_counter()
+                if json.loads(reply)["type"] != "observation":
+                    raise RuntimeError(f"step {action!r} failed: {reply[:300]}")
+                if sent >= window[0]:
+                    latencies.append(answered - sent)
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _load(
+    url: str, pid: int, tasks: list[tuple[dict[str, Any], list[str]]], sessions: int, seconds: float
+) -> tuple[list[float], float, float]:
+    """Step latencies in the measured window, and the server's and client's CPU seconds in it."""
+    ready = [asyncio.Event() for _ in range(sessions)]
+    go = asyncio.Event()
+    latencies: list[float] = []
+    window = [float("inf"), float("inf")]  # set once every session is connected
+    ws_url = url.replace("http://", "ws://") + "/ws"
+    players = [
+        asyncio.create_task(_play(ws_url, tasks, i, [ready[i], go], window, latencies))
+        for i in range(sessions)
+    ]
+    for event in ready:
+        await asyncio.wait_for(event.wait(), 300)
+    go.set()
+    warm = min(2.0, seconds / 4)  # sessions start in step; the first seconds are not measured
+    window[0] = time.perf_counter() + warm
+    window[1] = window[0] + seconds
+    await asyncio.sleep(warm)
+    cpu = _cpu_s(pid), time.process_time()
+    await asyncio.sleep(seconds)
+    cpu = _cpu_s(pid) - cpu[0], time.process_time() - cpu[1]
+    await asyncio.gather(*players)
+    return latencies, *cpu
+
+
+def load(
+    game: str, sessions: int, seconds: float, handler: str, ws: str, deflate: bool = True
+) -> dict[str, float]:
+    """Step latency quantiles (ms), steps/s and CPU per step of one server under ``sessions``."""
+    tasks = _tasks(game, 50)
+    command = [sys.executable, "-m", "envs.bench", game, "--serve", handler, "--ws", ws]
+    command += ["--sessions", str(sessions), *([] if deflate else ["--no-deflate"])]
+    try:  # the client's own overhead, kept small: it shares the machine with the server
+        from uvloop import run
+    except ImportError:
+        run = asyncio.run
+    with _server(game, command) as (url, pid):
+        latencies, server_cpu, client_cpu = run(_load(url, pid, tasks, sessions, seconds))
+    quantiles = statistics.quantiles(latencies, n=100)
+    return {
+        "p50 ms": 1000 * quantiles[49],
+        "p90 ms": 1000 * quantiles[89],
+        "p99 ms": 1000 * quantiles[98],
+        "max ms": 1000 * max(latencies),
+        "steps/s": len(latencies) / seconds,
+        # CPU per step is what a shared machine cannot blur: other jobs slow the clock, not this.
+        "server CPU us/step": 1e6 * server_cpu / len(latencies),
+        "server cores": server_cpu / seconds,
+        "client cores": client_cpu / seconds,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("game", choices=sorted(ENVS))
     parser.add_argument("--games", type=int, default=200, help="solver games per measurement")
     parser.add_argument("--url", help="a running server to measure instead of starting one")
+    load_options = parser.add_argument_group("load (--sessions)")
+    load_options.add_argument("--sessions", type=int, help="concurrent sessions: measure load")
+    load_options.add_argument("--seconds", type=float, default=10, help="measured, per handler")
+    load_options.add_argument("--handler", choices=[*HANDLERS, "both"], default="both")
+    load_options.add_argument(
+        "--ws", default="websockets", help="uvicorn's WebSocket implementation (--ws)"
+    )
+    load_options.add_argument(
+        "--no-deflate",
+        dest="deflate",
+        action="store_false",
+        help="serve without permessage-deflate (OpenEnv's clients ask for it; uvicorn grants it)",
+    )
+    load_options.add_argument("--serve", choices=HANDLERS, help=argparse.SUPPRESS)
+    load_options.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve_for_load(args.game, args.serve, args.port, args.ws, args.sessions, args.deflate)
+        return
+    if args.sessions:
+        handlers = HANDLERS if args.handler == "both" else (args.handler,)
+        print(
+            f"{args.game}: {args.sessions} sessions, {args.seconds:g} s measured per handler, "
+            f"uvicorn --ws {args.ws}{'' if args.deflate else ' without deflate'}, "
+            f"{os.cpu_count()} CPUs"
+        )
+        results = {}
+        for handler in handlers:
+            results[handler] = figures = load(
+                args.game, args.sessions, args.seconds, handler, args.ws, args.deflate
+            )
+            print(f"  {handler:8s}", "  ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
+        if len(results) == 2:
+            old, new = results["openenv"], results["kit"]
+            print(
+                f"  openenv/kit: p50 x{old['p50 ms'] / new['p50 ms']:.1f}, "
+                f"p99 x{old['p99 ms'] / new['p99 ms']:.1f}, "
+                f"server CPU per step x{old['server CPU us/step'] / new['server CPU us/step']:.1f}; "
+                f"steps/s kit/openenv x{new['steps/s'] / old['steps/s']:.1f}"
+            )
+        return
     print(f"{args.game}: {args.games} solver games per row")
     for way, (steps, resets) in bench(args.game, args.games, args.url).items():
         print(f"  {way:34s} {steps:>10,.0f} steps/s {resets:>10,.0f} resets/s")

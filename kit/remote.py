@@ -7,8 +7,10 @@ its own machines and reached by URL, which is how the OpenEnv ecosystem ships en
 it takes ``kit.envs.WordleEnv``: the same tools with the same schemas, the same argument checks and
 errors (made here, before anything is sent), the same properties; only the engine is elsewhere.
 
-This module also holds the wire models (``KitAction``, ``KitObservation``, ``KitState``), so the
-servers in ``envs/`` and this client share one definition of the protocol.
+The wire models come from ``kit.serve``, so the servers and this client share one definition of
+the protocol; the client tolerates fields it does not know. It also plays the *official* OpenEnv
+server of each game (the Hub Spaces TRL's examples train on), through the game's
+``OfficialReader``; those servers ignore the task, which this client warns about.
 
 One pitfall shapes the design: OpenEnv's client silently reopens a dropped WebSocket, and the
 server gives the new socket a *fresh* environment, so the episode is gone and nothing says so.
@@ -19,9 +21,11 @@ continue this episode raises ``SessionLostError`` instead of playing on a board 
 from __future__ import annotations
 
 import inspect
+import warnings
+import weakref
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import ConfigDict
 
 from kit.envs import ENVS, _GameEnv
 from kit.games import Step
@@ -29,47 +33,28 @@ from kit.games import Step
 try:
     from openenv.core.client_types import StepResult
     from openenv.core.env_client import EnvClient
-    from openenv.core.env_server.types import Action, Observation, State
     from websockets.exceptions import ConnectionClosed
+
+    from kit.serve.base import BOOKKEEPING, KitAction, KitObservation, KitState, OfficialReader
 except ImportError as error:  # the serve extra is optional; the rest of the kit does not need it
     raise ImportError("kit.remote needs OpenEnv: pip install 'kit[serve]'") from error
 
-BOOKKEEPING = ("episode_id", "step_count", "game")
-"""Observation metadata keys the server adds; every other key is the game's step info."""
 
+class ServedObservation(KitObservation):
+    """An observation as any server sends it: the kit's fields, and every other field kept as is.
 
-class KitAction(Action):
-    """One move, as the game's text action: ``"[crane]"``, ``"LEFT"``, ``"[5 3 7]"``, a message."""
-
-    # Named as in OpenEnv's textarena_env and echo_env actions.
-    message: str
-
-
-class KitObservation(Observation):
-    """What a reset or a step adds, with the game's public state.
-
-    ``text`` is the text only this call adds (a reset: the whole first observation), exactly as
-    the in-process engine returns it. ``metadata`` holds the step's info (``valid``, ``reason``,
-    ...), the ``episode_id`` and ``step_count`` that prove the episode continues, and ``game``:
-    ``done``, ``won``, ``reward`` (the episode's so far), ``num_steps``, ``invalid_moves`` and the
-    game's public fields (``guesses``, ``board``, ...). Secrets (``secret``, ``solution``) stay in
-    the state, so an observation can be shown to a model whole.
+    Unknown fields are allowed, not refused: a richer server (a later kit, an official OpenEnv
+    server) must not break the client, and the official fields (``messages``, ``info_state``,
+    ``echoed_message``) read as attributes.
     """
 
-    text: str = ""
+    model_config = ConfigDict(extra="allow")
 
 
-class KitState(State):
-    """The whole server-side state of a session, secrets included (for reward functions)."""
+class ServedState(KitState):
+    """A state as any server sends it; unknown fields kept, as in ``ServedObservation``."""
 
-    game: str = ""
-    task: dict[str, Any] = Field(default_factory=dict)
-    done: bool = False
-    won: bool = False
-    reward: float = 0.0
-    num_steps: int = 0
-    invalid_moves: int = 0
-    data: dict[str, Any] = Field(default_factory=dict)
+    model_config = ConfigDict(extra="allow")
 
 
 class RemoteError(RuntimeError):
@@ -89,14 +74,15 @@ class SessionLostError(RuntimeError):
     """The server no longer holds this episode (the connection dropped); reset to start anew."""
 
 
-class KitClient(EnvClient[KitAction, KitObservation, KitState]):
+class KitClient(EnvClient[KitAction, ServedObservation, ServedState]):
     """OpenEnv's WebSocket client for the kit servers; ``KitClient(url).sync()`` to use it raw."""
 
-    def _step_payload(self, action: KitAction) -> dict[str, Any]:
-        return {"message": action.message}
+    def _step_payload(self, action: KitAction | dict[str, Any]) -> dict[str, Any]:
+        # A dict is sent as is: the official Catch server takes OpenSpiel's action ids.
+        return action if isinstance(action, dict) else {"message": action.message}
 
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[KitObservation]:
-        observation = KitObservation.model_validate(
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[ServedObservation]:
+        observation = ServedObservation.model_validate(
             {
                 **payload.get("observation", {}),
                 "reward": payload.get("reward"),
@@ -105,8 +91,8 @@ class KitClient(EnvClient[KitAction, KitObservation, KitState]):
         )
         return StepResult(observation, observation.reward, observation.done, observation.metadata)
 
-    def _parse_state(self, payload: dict[str, Any]) -> KitState:
-        return KitState.model_validate(payload)
+    def _parse_state(self, payload: dict[str, Any]) -> ServedState:
+        return ServedState.model_validate(payload)
 
     async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
         # EnvClient's own version flattens an error frame into RuntimeError text; the code is what
@@ -149,20 +135,31 @@ class RemoteGame:
     ``done``, ``won``, ``reward``, ``num_steps`` and ``invalid_moves`` are the server's after the
     last call; the game's public fields (``guesses``, ``board``, ...) read as attributes too.
     ``state()`` asks the server for everything, secrets included.
+
+    On an official OpenEnv server of the game (one that sends no kit bookkeeping), the game's
+    ``OfficialReader`` rebuilds the text and the counters from the official fields instead; the
+    public fields and secrets are then not available.
     """
 
-    def __init__(self, connection: _Connection) -> None:
+    def __init__(self, connection: _Connection, game_name: str) -> None:
         self._connection = connection
+        self._game_name = game_name
         self._episode_id: str | None = None
         self._steps = 0
         self._game: dict[str, Any] = {"done": False, "won": False, "reward": 0.0}
+        self._official: OfficialReader | None = None
         self._lost: str | None = None
 
-    done = property(lambda self: self._game["done"])
-    won = property(lambda self: self._game["won"])
-    reward = property(lambda self: self._game["reward"])
-    num_steps = property(lambda self: self._game.get("num_steps", 0))
-    invalid_moves = property(lambda self: self._game.get("invalid_moves", 0))
+    done = property(lambda self: self._counter("done"))
+    won = property(lambda self: self._counter("won"))
+    reward = property(lambda self: self._counter("reward"))
+    num_steps = property(lambda self: self._counter("num_steps"))
+    invalid_moves = property(lambda self: self._counter("invalid_moves"))
+
+    def _counter(self, name: str) -> Any:
+        if self._official is not None:
+            return getattr(self._official, name)
+        return self._game.get(name, 0)
 
     def __getattr__(self, name: str) -> Any:
         game = self.__dict__.get("_game", {})
@@ -184,22 +181,51 @@ class RemoteGame:
             except RemoteError as error:
                 raise _as_value_error(error) from error
         metadata = result.observation.metadata
+        self._steps, self._lost = 0, None
+        if "episode_id" not in metadata:  # an official server: no kit fields to read
+            return self._reset_official(result, task)
+        self._official = None
         self._episode_id = self._connection.episode_id = metadata["episode_id"]
-        self._steps, self._game, self._lost = 0, metadata["game"], None
+        self._game = metadata["game"]
         return result.observation.text
+
+    def _reset_official(self, result: StepResult, task: dict[str, Any]) -> str:
+        if task:
+            warnings.warn(
+                f"{self._connection.base_url} is not a kit server: it ignores the task {task} and "
+                "draws its own board, so the rollouts of a GRPO group will not share one (serve "
+                "the game with kit.serve to choose the board)",
+                stacklevel=4,
+            )
+        from kit.serve import ENVIRONMENTS
+
+        self._official = ENVIRONMENTS[self._game_name].reader()
+        self._episode_id = self._connection.episode_id = object()  # official replies carry none
+        self._game = {}
+        return self._official.reset(result.observation)
 
     def step(self, action: str) -> Step:
         """Play ``action`` on the server; return what the engine returned, byte for byte."""
         if not isinstance(action, str):
             raise ValueError(f"action must be a str, got {type(action).__name__}")
         self._check_current()
+        official = self._official
+        if official is not None and official.done:
+            raise ValueError("the game is over; call reset() to start a new one")
+        payload = official.payload(action) if official is not None else KitAction(message=action)
         try:
-            result = self._connection.client.step(KitAction(message=action))
+            result = self._connection.client.step(payload)
         except ConnectionClosed as error:
             raise self._lose(f"the connection closed during the step ({error})") from error
         except RemoteError as error:
-            self._check_session()
+            if official is None:
+                self._check_session()
             raise _as_value_error(error) from error
+        if official is not None:
+            try:
+                return official.step(action, result.observation, result.reward, result.done)
+            except LookupError as error:
+                raise self._lose(str(error)) from error
         metadata = result.observation.metadata
         where = (metadata.get("episode_id"), metadata.get("step_count"))
         if where != (self._episode_id, self._steps + 1):
@@ -208,9 +234,11 @@ class RemoteGame:
         info = {key: value for key, value in metadata.items() if key not in BOOKKEEPING}
         return Step(result.observation.text, result.reward, result.done, info)
 
-    def state(self) -> KitState:
+    def state(self) -> ServedState:
         """The server's whole state of this episode, secrets (``secret``, ``solution``) included."""
         self._check_current()
+        if self._official is not None:
+            return self._connection.client.state()  # the official server's own state model
         return self._check_session()
 
     def _check_current(self) -> None:
@@ -221,7 +249,7 @@ class RemoteGame:
         if self._connection.episode_id != self._episode_id:
             raise ValueError("this game's session was closed, or replaced by a later reset()")
 
-    def _check_session(self) -> KitState:
+    def _check_session(self) -> ServedState:
         """Ask the server which episode it holds; raise SessionLostError if not this one."""
         try:
             state = self._connection.client.state()
@@ -256,10 +284,13 @@ class _RemoteEnv:
 
     def __init__(self) -> None:
         self._connection = _Connection(self.base_url, self.client_options)
+        # An env dropped without `with` must not hold its server session until the server
+        # restarts: the socket closes when the env is garbage-collected.
+        weakref.finalize(self, self._connection.close)
         super().__init__()
 
     def _new_game(self) -> RemoteGame:
-        return RemoteGame(self._connection)
+        return RemoteGame(self._connection, self.game_name)
 
     def __enter__(self) -> _RemoteEnv:
         return self

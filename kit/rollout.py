@@ -236,6 +236,9 @@ def rollout(
                 _trajectory(episode, env_cls, generate.stop, mask_truncated_completions)
                 for episode in episodes
             ]
+            for episode in episodes:  # a served env's session is freed now, not at GC
+                if hasattr(episode.env, "__exit__"):
+                    episode.env.__exit__(None, None, None)
     return trajectories
 
 

@@ -1,15 +1,10 @@
-"""Catch (OpenSpiel ``catch``) served over OpenEnv: ``uvicorn envs.catch.server:app``.
+"""The kit's Catch as an OpenEnv server: ``uvicorn envs.catch.server:app`` (what the Dockerfile runs).
 
-Task: ``reset(ball_col=k)`` or ``reset(seed=n)``. Action: ``{"message": "LEFT"}`` (or
-``"STAY"``, ``"RIGHT"``).
+The environment and its wire schema live in ``kit/serve/catch.py``, inside the wheel;
+``python -m kit.serve catch`` serves the same app without this folder.
 """
 
-from envs.common import KitEnvironment, build_app
-
-
-class CatchEnvironment(KitEnvironment):
-    game_name = "catch"
-    public = ("ball_row", "ball_col", "paddle_col", "rows", "columns")
-
+from kit.serve import build_app
+from kit.serve.catch import CatchEnvironment
 
 app = build_app(CatchEnvironment)

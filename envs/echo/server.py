@@ -1,14 +1,10 @@
-"""Echo (OpenEnv's echo env) served over OpenEnv: ``uvicorn envs.echo.server:app``.
+"""The kit's Echo as an OpenEnv server: ``uvicorn envs.echo.server:app`` (what the Dockerfile runs).
 
-No task: ``reset()``. Action: ``{"message": "hello"}``; reward ``len(message) * 0.1``.
+The environment and its wire schema live in ``kit/serve/echo.py``, inside the wheel;
+``python -m kit.serve echo`` serves the same app without this folder.
 """
 
-from envs.common import KitEnvironment, build_app
-
-
-class EchoEnvironment(KitEnvironment):
-    game_name = "echo"
-    public = ("messages",)
-
+from kit.serve import build_app
+from kit.serve.echo import EchoEnvironment
 
 app = build_app(EchoEnvironment)

@@ -1,16 +1,10 @@
-"""Sudoku (TextArena ``Sudoku-v0``) served over OpenEnv: ``uvicorn envs.sudoku.server:app``.
+"""The kit's Sudoku as an OpenEnv server: ``uvicorn envs.sudoku.server:app`` (what the Dockerfile runs).
 
-Task: ``reset(puzzle="53..7....")`` (81 characters) or ``reset(seed=n, difficulty=...)``.
-Action: ``{"message": "[5 3 7]"}`` (row, column, digit).
+The environment and its wire schema live in ``kit/serve/sudoku.py``, inside the wheel;
+``python -m kit.serve sudoku`` serves the same app without this folder.
 """
 
-from envs.common import KitEnvironment, build_app
-
-
-class SudokuEnvironment(KitEnvironment):
-    game_name = "sudoku"
-    public = ("puzzle", "board", "empty_cells", "correct_cells", "difficulty", "seed")
-    hidden = ("solution",)
-
+from kit.serve import build_app
+from kit.serve.sudoku import SudokuEnvironment
 
 app = build_app(SudokuEnvironment)

@@ -1,15 +1,10 @@
-"""Wordle (TextArena ``Wordle-v0``) served over OpenEnv: ``uvicorn envs.wordle.server:app``.
+"""The kit's Wordle as an OpenEnv server: ``uvicorn envs.wordle.server:app`` (what the Dockerfile runs).
 
-Task: ``reset(secret="crane")`` or ``reset(seed=n)``. Action: ``{"message": "[crane]"}``.
+The environment and its wire schema live in ``kit/serve/wordle.py``, inside the wheel;
+``python -m kit.serve wordle`` serves the same app without this folder.
 """
 
-from envs.common import KitEnvironment, build_app
-
-
-class WordleEnvironment(KitEnvironment):
-    game_name = "wordle"
-    public = ("guesses", "feedbacks", "max_guesses", "word_length")
-    hidden = ("secret",)
-
+from kit.serve import build_app
+from kit.serve.wordle import WordleEnvironment
 
 app = build_app(WordleEnvironment)
