@@ -1,14 +1,23 @@
-"""Echo throughput: kit's engine alone (OpenEnv's echo env runs only behind its server, so there
-is no in-process reference to time). Messages are those of the echo solver.
+"""Echo: kit's engine and its tool env, with no reference (OpenEnv's echo env runs only behind
+its server, so there is none to time in-process). Messages are those of the echo solver.
 
-``steps_per_s`` counts messages per second over 20-message episodes, resets included; ``reset_ms``
-is the mean time of one reset alone. Run ``python benchmarks/echo.py``.
+    python benchmarks/echo.py [--seconds 2] [--rounds 7]
+
+Workloads: ``games``, messages per second over 20-message games, resets included (a batch: 5
+games); ``reset``, one reset alone (a batch: 100). Contenders: the ``engine`` (``reset()``,
+``step(message)``) and the ``env`` TRL trains through (``EchoEnv``: ``reset()``, which builds a
+fresh engine, then the tool ``echo(message)``), timed in alternation (``harness``). No goal.
 """
 
 from __future__ import annotations
 
-import time
+import functools
+from collections.abc import Callable, Sequence
 
+import harness
+from harness import ENGINE, ENV, Contender, Move
+
+from kit.envs import EchoEnv
 from kit.games.echo import Echo
 from kit.solvers.echo import EchoSolver
 
@@ -16,26 +25,44 @@ GAME = "echo"
 _EPISODE = 20
 _MESSAGES = [EchoSolver(seed=0).act("") for _ in range(_EPISODE)]
 
+Sides = tuple[harness.Batch, harness.Batch]  # (a batch of games, a batch of resets)
 
-def run(seconds: float = 2.0) -> list[dict]:
-    """Time kit's Echo for ``seconds``; one row (there is no reference row)."""
-    game = Echo()
-    resets, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds / 4:
-        for _ in range(100):
-            game.reset()
-        resets += 100
-    reset_ms = 1000 * elapsed / resets
-    steps, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < 3 * seconds / 4:
-        game.reset()
-        for message in _MESSAGES:
-            game.step(message)
-        steps += _EPISODE
-    return [{"game": GAME, "engine": "kit", "steps_per_s": steps / elapsed, "reset_ms": reset_ms}]
+
+def _sides(reset: Callable[[], object], moves: Sequence[Move]) -> Sides:
+    # Echo has no task: the task slot of each game and reset is None.
+    return (
+        harness.games(lambda _: reset(), [(None, moves)] * 5),
+        harness.resets(lambda _: reset(), [None] * 100),
+    )
+
+
+def run(seconds: float = 2.0, rounds: int = 7) -> list[harness.Result]:
+    """Time the engine and the env on both workloads."""
+    game, env = Echo(), EchoEnv()
+    sides = {
+        ENGINE: _sides(game.reset, [functools.partial(game.step, m) for m in _MESSAGES]),
+        ENV: _sides(env.reset, [functools.partial(env.echo, message=m) for m in _MESSAGES]),
+    }
+    return [
+        harness.compare(
+            GAME,
+            f"games ({_EPISODE} messages), resets included",
+            "messages/s",
+            [Contender(name, play) for name, (play, _) in sides.items()],
+            seconds,
+            rounds,
+            notes=["no reference: OpenEnv's echo env runs only behind its server"],
+        ),
+        harness.compare(
+            GAME,
+            "reset",
+            harness.MS,
+            [Contender(name, resets) for name, (_, resets) in sides.items()],
+            seconds,
+            rounds,
+        ),
+    ]
 
 
 if __name__ == "__main__":
-    for row in run():
-        rate, reset_ms = row["steps_per_s"], row["reset_ms"]
-        print(f"{row['engine']:>9}: {rate:>12,.0f} steps/s  {reset_ms:.4f} ms/reset")
+    harness.run_main(__doc__, run)

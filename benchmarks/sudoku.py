@@ -1,29 +1,69 @@
-"""Sudoku: the kit engine against TextArena's Sudoku-v0 variants, in one process.
+"""Sudoku: kit's engine and its tool env against TextArena's Sudoku-v0 variants, in one process.
 
-    python benchmarks/sudoku.py [seconds]
+    python benchmarks/sudoku.py [--seconds 2] [--rounds 7] [--difficulties hard ...]
 
-Per difficulty and engine, ``seconds`` of steps and ``seconds`` of resets (at least 3 resets).
-Steps: the same games in both engines (kit puzzles, fed to TextArena through its
-``_generate_board``), each the solver's winning moves with an invalid ``[0 0 0]`` after every
-fourth; a TextArena step includes ``get_observation()``, since the kit's step returns the text.
-Resets: ``reset(seed=...)`` for seeds 0, 1, 2, ... in both; TextArena generates its puzzle there,
-the kit picks one from its bank.
+Per difficulty, three workloads, each timed in alternation between the contenders
+(``harness``):
+
+* ``moves``: moves per second, resets excluded (each game's reset runs untimed before it). The
+  same 8 games in every contender (kit puzzles, fed to TextArena through its
+  ``_generate_board``), each the solver's winning moves with an invalid ``[0 0 0]`` after every
+  fourth. Goal: the engine at least 10x as fast as TextArena.
+* ``reset(seed=)``: ``reset(seed=n)`` for seeds 0, 1, 2, ...: TextArena generates its puzzle
+  there (up to seconds, at "hard", depending on the seed), the kit picks one from its bank and
+  disguises it.
+* ``reset(puzzle=)``: the path task datasets take (their ``puzzle`` column), on 64 puzzles the
+  kit deals: the kit settles that the puzzle has exactly one solution (a search bounded by
+  ``MAX_SEARCH_NODES``). TextArena's reset takes no puzzle: its ``_generate_board`` returns the
+  one given, which it does not check.
+
+Contenders: the ``engine`` (``Sudoku``: ``reset(...)``, ``step("[5 3 7]")``); the ``env`` TRL
+trains through (``SudokuEnv``: ``reset(...)``, which builds a fresh engine, then the tool
+``place(row=5, col=3, number=7)``; an invalid move raises, as TRL counts a failed call);
+``TextArena``, driven as OpenEnv drives it (``harness.openenv_driven``): a step includes
+``get_observation()``, since the kit's step returns the text.
 """
 
 from __future__ import annotations
 
-import statistics
-import sys
-import time
+import argparse
+import functools
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import harness
+from harness import ENGINE, ENV, Contender, Move
+
+from kit.envs import SudokuEnv
 from kit.games.sudoku import DIFFICULTIES, Sudoku
 from kit.solvers import play
 
+GAME = "sudoku"
+REFERENCE = "TextArena"
+GOAL = 10.0
+_GAMES = 8  # the moves workload
+_PUZZLE_SEEDS = range(1_000, 1_064)  # the reset(puzzle=) workload: seeds the moves one leaves
 
-def _workload(difficulty: str, games: int = 8) -> list[tuple[str, str, list[str]]]:
+Grid = list[list[int]]
+
+
+@dataclass(frozen=True)
+class _Side:
+    """How one contender takes each workload."""
+
+    task: Callable[[str, str], Any]  # (puzzle, solution) -> what ``given`` takes, made untimed
+    given: Callable[[Any], object]  # reset to a given puzzle
+    seeded: Callable[[int], object]  # reset(seed=n)
+    bind: Callable[[str], Move]  # an action of the workload, as this contender makes the move
+    seeds_a_batch: int  # resets a batch of reset(seed=): one of TextArena's can take seconds
+
+
+def _games(difficulty: str) -> list[tuple[str, str, list[str]]]:
+    """(puzzle, solution, actions) of the moves workload."""
     out = []
-    for seed in range(games):
+    for seed in range(_GAMES):
         game = Sudoku(difficulty=difficulty)
         game.reset(seed=seed)
         moves = play("sudoku", seed=seed, difficulty=difficulty)
@@ -34,100 +74,153 @@ def _workload(difficulty: str, games: int = 8) -> list[tuple[str, str, list[str]
     return out
 
 
-def _kit(difficulty: str, workload: list, seconds: float) -> tuple[float, list[float]]:
-    game = Sudoku(difficulty=difficulty)
-    steps, spent = 0, 0.0
-    while spent < seconds:
-        for puzzle, _, actions in workload:
-            game.reset(puzzle=puzzle)
-            start = time.perf_counter()
-            for action in actions:
-                game.step(action)
-            spent += time.perf_counter() - start
-            steps += len(actions)
-    resets, seed, deadline = [], 0, time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(resets) < 3:
-        start = time.perf_counter()
+def _dealt(difficulty: str) -> list[tuple[str, str]]:
+    """(puzzle, solution) of the reset(puzzle=) workload: puzzles as a task dataset holds them."""
+    game, out = Sudoku(difficulty=difficulty), []
+    for seed in _PUZZLE_SEEDS:
         game.reset(seed=seed)
-        resets.append(time.perf_counter() - start)
-        seed += 1
-    return steps / spent, resets
+        out.append((game.puzzle, game.solution))
+    return out
 
 
-def _reference(difficulty: str, workload: list, seconds: float) -> tuple[float, list[float]]:
-    import textarena as ta
-
-    def grid(cells: str) -> list[list[int]]:
-        return [[0 if ch == "." else int(ch) for ch in cells[r : r + 9]] for r in range(0, 81, 9)]
-
-    env_id = DIFFICULTIES[difficulty][0]
-    steps, spent = 0, 0.0
-    while spent < seconds:
-        for puzzle, solution, actions in workload:
-            env = ta.make(env_id)
-            inner = env.env.env
-            inner._generate_board = lambda p=puzzle, s=solution: (grid(s), grid(p))
-            env.reset(num_players=1, seed=0)
-            env.get_observation()
-            start = time.perf_counter()
-            for action in actions:
-                env.step(action)
-                env.get_observation()
-            spent += time.perf_counter() - start
-            steps += len(actions)
-    env = ta.make(env_id)
-    resets, seed, deadline = [], 0, time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(resets) < 3:
-        start = time.perf_counter()
-        env.reset(num_players=1, seed=seed)
-        env.get_observation()
-        resets.append(time.perf_counter() - start)
-        seed += 1
-    return steps / spent, resets
+def _engine(difficulty: str) -> _Side:
+    game = Sudoku(difficulty=difficulty)
+    return _Side(
+        task=lambda puzzle, _: puzzle,
+        given=lambda puzzle: game.reset(puzzle=puzzle),
+        seeded=lambda seed: game.reset(seed=seed),
+        bind=lambda action: functools.partial(game.step, action),
+        seeds_a_batch=50,
+    )
 
 
-def run(seconds: float = 2.0) -> list[dict[str, Any]]:
-    """Rows per difficulty and engine: steps/s, mean and median reset ms, resets timed."""
+def _env(difficulty: str) -> _Side:
+    env = SudokuEnv()
+
+    def place(action: str) -> Move:
+        # The JSON arguments a model sends for the move "[5 3 7]".
+        row, col, number = map(int, action.strip("[]").split())
+        return functools.partial(env.place, row=row, col=col, number=number)
+
+    return _Side(
+        task=lambda puzzle, _: puzzle,
+        given=lambda puzzle: env.reset(puzzle=puzzle),
+        seeded=lambda seed: env.reset(seed=seed, difficulty=difficulty),
+        bind=place,
+        seeds_a_batch=50,
+    )
+
+
+def _reference(difficulty: str) -> _Side | None:
     try:
-        import textarena  # noqa: F401
-
-        engines = {"kit": _kit, "reference": _reference}
+        import textarena as ta
     except ImportError:
-        engines = {"kit": _kit}
-    rows = []
-    for difficulty in DIFFICULTIES:
-        workload = _workload(difficulty)
-        for engine, measure in engines.items():
-            steps_per_s, resets = measure(difficulty, workload, seconds)
-            rows.append(
-                {
-                    "game": "sudoku",
-                    "difficulty": difficulty,
-                    "engine": engine,
-                    "steps_per_s": steps_per_s,
-                    "reset_ms": 1000 * statistics.fmean(resets),
-                    "reset_ms_median": 1000 * statistics.median(resets),
-                    "reset_ms_max": 1000 * max(resets),
-                    "resets": len(resets),
-                }
+        return None
+    env_id = DIFFICULTIES[difficulty][0]
+    seeded, _ = harness.openenv_driven(ta.make(env_id))
+    env = ta.make(env_id)
+    inner = env
+    while hasattr(inner, "env"):
+        inner = inner.env
+    given: tuple[Grid, Grid] = ([], [])
+    # Its reset takes no puzzle, but calls _generate_board for (solution, puzzle): return the
+    # given ones, copied, as the moves fill the puzzle's grid in place.
+    inner._generate_board = lambda: tuple([row[:] for row in grid] for grid in given)
+    reset, step = harness.openenv_driven(env)
+
+    def play_given(grids: tuple[Grid, Grid]) -> None:
+        nonlocal given
+        given = grids
+        reset(0)
+
+    return _Side(
+        task=lambda puzzle, solution: (_grid(solution), _grid(puzzle)),
+        given=play_given,
+        seeded=seeded,
+        bind=lambda action: functools.partial(step, action),
+        seeds_a_batch=1,
+    )
+
+
+def _grid(cells: str) -> Grid:
+    return [[0 if ch == "." else int(ch) for ch in cells[r : r + 9]] for r in range(0, 81, 9)]
+
+
+def _seeded(reset: Callable[[int], object], per_batch: int) -> harness.Batch:
+    """A batch of ``per_batch`` resets on the next seeds: 0, 1, 2, ... over the whole run (a
+    seed's TextArena puzzle costs what it costs; no seed is timed twice)."""
+    seeds = itertools.count()
+
+    def batch() -> int:
+        for _ in range(per_batch):
+            reset(next(seeds))
+        return per_batch
+
+    return batch
+
+
+def run(
+    seconds: float = 2.0, rounds: int = 7, difficulties: tuple[str, ...] = tuple(DIFFICULTIES)
+) -> list[harness.Result]:
+    """Time the engine, the env and (if installed) TextArena on the three workloads of each
+    difficulty."""
+    results = []
+    for difficulty in difficulties:
+        sides = {ENGINE: _engine(difficulty), ENV: _env(difficulty)}
+        reference = _reference(difficulty)
+        if reference is not None:
+            sides[REFERENCE] = reference
+        notes = [] if reference else ["textarena is not installed: no reference"]
+        games, dealt = _games(difficulty), _dealt(difficulty)
+        label = f"{GAME} {difficulty}"
+        moves = [
+            harness.moves_alone(
+                name,
+                side.given,
+                [(side.task(p, s), [side.bind(a) for a in actions]) for p, s, actions in games],
             )
-    return rows
+            for name, side in sides.items()
+        ]
+        seeded = [
+            Contender(name, _seeded(side.seeded, side.seeds_a_batch))
+            for name, side in sides.items()
+        ]
+        given = [
+            Contender(name, harness.resets(side.given, [side.task(p, s) for p, s in dealt]))
+            for name, side in sides.items()
+        ]
+        results += [
+            harness.compare(
+                label,
+                "moves, resets excluded",
+                "moves/s",
+                moves,
+                seconds,
+                rounds,
+                REFERENCE,
+                GOAL,
+                notes,
+            ),
+            harness.compare(label, "reset(seed=)", harness.MS, seeded, seconds, rounds, REFERENCE),
+            harness.compare(label, "reset(puzzle=)", harness.MS, given, seconds, rounds, REFERENCE),
+        ]
+    return results
+
+
+def difficulties(parser: argparse.ArgumentParser) -> None:
+    """Add ``--difficulties`` (default: all) to a benchmark's options."""
+    parser.add_argument(
+        "--difficulties",
+        nargs="+",
+        choices=list(DIFFICULTIES),
+        default=list(DIFFICULTIES),
+        help="the Sudoku difficulties to time (default: all)",
+    )
 
 
 if __name__ == "__main__":
-    rows = run(float(sys.argv[1]) if len(sys.argv) > 1 else 2.0)
-    for row in rows:
-        print(
-            f"{row['difficulty']:>9} {row['engine']:>9} {row['steps_per_s']:>10.0f} steps/s"
-            f"  reset mean {row['reset_ms']:9.3f} ms  median {row['reset_ms_median']:9.3f} ms"
-            f"  max {row['reset_ms_max']:9.3f} ms  ({row['resets']} resets)"
-        )
-    kit = {r["difficulty"]: r for r in rows if r["engine"] == "kit"}
-    for row in rows:
-        if row["engine"] == "reference":
-            mine = kit[row["difficulty"]]
-            print(
-                f"{row['difficulty']:>9}: steps x{mine['steps_per_s'] / row['steps_per_s']:.0f}, "
-                f"reset x{row['reset_ms'] / mine['reset_ms']:.0f} (mean), "
-                f"x{row['reset_ms_median'] / mine['reset_ms_median']:.0f} (median)"
-            )
+    options = harness.parser(__doc__)
+    difficulties(options)
+    args = options.parse_args()
+    harness.header(args.seconds, args.rounds)
+    harness.report(run(args.seconds, args.rounds, tuple(args.difficulties)))

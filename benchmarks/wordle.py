@@ -1,36 +1,49 @@
-"""kit's Wordle against TextArena's ``Wordle-v0`` on the same games, in one process.
+"""Wordle: kit's engine and its tool env against TextArena's ``Wordle-v0`` on the same games.
 
-    python benchmarks/wordle.py
+    python benchmarks/wordle.py [--seconds 2] [--rounds 7]
 
 Workload, shaped like GRPO's: tasks are seeds (seed n draws the same secret in both engines), each
-played by a group of 8 rollouts in a row, as ``GRPOTrainer`` resets the G copies of a row. A
-rollout makes 2 to 4 wrong guesses and then finds the secret (3 in 4 games) or loses after six
-wrong guesses; one game in five also makes an invalid move (a warning): about 4.7 moves a game.
-Both engines play the identical moves; the timing alternates between them chunk by chunk so that
-the load of a shared machine hits both alike.
+played by a group of 8 rollouts in a row, as ``GRPOTrainer`` resets the G copies of a row; 100
+tasks, 800 games, are one batch. A rollout makes 2 to 4 wrong guesses and then finds the secret
+(3 in 4 games) or loses after six wrong guesses; one game in five also makes an invalid move (a
+warning): about 4.7 moves a game. Every contender plays the identical moves; timing alternates
+between them (``harness``).
 
-The reference is driven as OpenEnv drives it: clear the ``LLMObservationWrapper`` history,
-``reset``, then ``get_observation()`` after the reset and after every step. Rows:
-``steps_per_s``: moves per second of whole games, resets included; ``reset_ms``: mean reset time
-on this workload (kit remembers seed draws, so 7 resets in 8 skip seeding a Mersenne Twister);
-``reset_ms_fresh``: a reset on a seed never seen before; ``init_s``: building the engine.
+Contenders: the ``engine`` (``reset(seed=n)``, ``step("[crane]")``); the ``env`` TRL trains
+through (``WordleEnv``: ``reset(seed=n)``, which builds a fresh engine, then the tool
+``guess("crane")``; an invalid guess raises, as TRL counts a failed call); ``TextArena``, driven
+as OpenEnv drives it (``harness.openenv_driven``). The kit remembers seed draws, and the cache is
+emptied before every batch, so that 7 resets in 8 skip seeding a Mersenne Twister, as in GRPO.
+
+Workloads: ``games``, moves per second of whole games, resets included; ``reset``, one reset
+alone on the workload's seeds; ``reset, new seeds``, on seeds never seen before. Goal: the engine
+plays games at least 5x as fast as TextArena. A note gives the time to build each engine.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
+import harness
+from harness import ENGINE, ENV, Contender, Move
+
+from kit.envs import WordleEnv
 from kit.games import wordle
 from kit.games.wordle import Wordle
 
+GAME = "wordle"
+REFERENCE = "TextArena"
+GOAL = 5.0
 NLTK_DATA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "nltk_data"
 GROUP = 8  # rollouts per task
-CHUNK = 200  # games timed on one engine before switching to the other
+GAMES = 800  # the workload, and one batch
+
+Sides = tuple[harness.Batch, harness.Batch, harness.Batch]  # games, resets, resets on new seeds
 
 
 def workload(games: int, seed: int = 0) -> list[tuple[int, list[str]]]:
@@ -57,14 +70,24 @@ def workload(games: int, seed: int = 0) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _kit() -> tuple[Callable[[int], Any], Callable[[str], Any], float]:
-    start = time.perf_counter()
-    game = Wordle()
-    game.reset(seed=0)  # loads the word lists
-    return (lambda seed: game.reset(seed=seed)), game.step, time.perf_counter() - start
+def _sides(
+    reset: Callable[[int], object],
+    move: Callable[[str], Move],
+    games: list[tuple[int, list[str]]],
+    fresh: Sequence[int],
+) -> Sides:
+    """A contender's three batches, given its reset and how it binds one move of the workload."""
+    played = [(seed, [move(text) for text in moves]) for seed, moves in games]
+    seeds = [seed for seed, _ in games]
+    return harness.games(reset, played), harness.resets(reset, seeds), harness.resets(reset, fresh)
 
 
-def _reference() -> tuple[Callable[[int], Any], Callable[[str], Any], float] | None:
+def _word(move: str) -> str:
+    """What a model would pass to ``guess`` for the move: the word, without the brackets."""
+    return move[1:-1] if move.startswith("[") and move.endswith("]") else move
+
+
+def _reference() -> tuple[Callable[[int], None], Callable[[str], None], float] | None:
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
     try:
         import nltk
@@ -78,85 +101,61 @@ def _reference() -> tuple[Callable[[int], Any], Callable[[str], Any], float] | N
     start = time.perf_counter()
     env = ta.make("Wordle-v0")
     init = time.perf_counter() - start
-    layers, layer = [], env
-    while layer is not None:
-        if hasattr(layer, "full_observations"):
-            layers.append(layer)
-        layer = getattr(layer, "env", None)
-
-    def reset(seed: int) -> None:
-        for wrapper in layers:  # the wrapper keeps its history across resets otherwise
-            wrapper.full_observations = {}
-        env.reset(num_players=1, seed=seed)
-        env.get_observation()
-
-    def step(action: str) -> None:
-        env.step(action)
-        env.get_observation()
-
+    reset, step = harness.openenv_driven(env)
     return reset, step, init
 
 
-def _play(reset: Callable[[int], Any], step: Callable[[str], Any], games: list) -> float:
+def run(seconds: float = 2.0, rounds: int = 7) -> list[harness.Result]:
+    """Time the engine, the env and (if installed) TextArena on the three workloads."""
     start = time.perf_counter()
-    for seed, moves in games:
-        reset(seed)
-        for move in moves:
-            step(move)
-    return time.perf_counter() - start
-
-
-def _resets(reset: Callable[[int], Any], seeds: list[int]) -> float:
-    start = time.perf_counter()
-    for seed in seeds:
-        reset(seed)
-    return 1000 * (time.perf_counter() - start) / len(seeds)
-
-
-def run(seconds: float = 2.0) -> list[dict]:
-    """Time both engines on the same games (about ``seconds`` of reference time); one row each."""
-    engines = {"kit": _kit()}
+    game = Wordle()
+    game.reset(seed=0)  # loads the word lists
+    built = {ENGINE: time.perf_counter() - start}
+    env = WordleEnv()
+    games = workload(GAMES)
+    # Distinct seeds: with the draw cache emptied before every batch, each reset seeds a generator.
+    fresh = random.Random(1).sample(range(10**12), GAMES)
+    sides = {
+        ENGINE: _sides(
+            lambda seed: game.reset(seed=seed),
+            lambda move: functools.partial(game.step, move),
+            games,
+            fresh,
+        ),
+        ENV: _sides(
+            lambda seed: env.reset(seed=seed),
+            lambda move: functools.partial(env.guess, word=_word(move)),
+            games,
+            fresh,
+        ),
+    }
     reference = _reference()
     if reference is not None:
-        engines["reference"] = reference
-    games = workload(int(20_000 * seconds))
-    steps = sum(len(moves) for _, moves in games)
-    rng = random.Random(1)
-    fresh = [rng.randrange(10**12) for _ in range(2000)]  # seeds the workload never uses
-    resets, resets_fresh = {}, {}
-    for name, (reset, _, _) in engines.items():
-        wordle._draw.cache_clear()  # building the workload played its seeds once already
-        resets[name] = _resets(reset, [seed for seed, _ in games[:4000]])
-        resets_fresh[name] = _resets(reset, fresh)
-    wordle._draw.cache_clear()
-    elapsed = dict.fromkeys(engines, 0.0)
-    for chunk in range(0, len(games), CHUNK):
-        for name, (reset, step, _) in engines.items():
-            elapsed[name] += _play(reset, step, games[chunk : chunk + CHUNK])
-    rows = []
-    for name, (_, _, init) in engines.items():
-        rows.append(
-            {
-                "game": "wordle",
-                "engine": name,
-                "steps_per_s": steps / elapsed[name],
-                "reset_ms": resets[name],
-                "reset_ms_fresh": resets_fresh[name],
-                "init_s": init,
-                "games": len(games),
-            }
+        reset, step, built[REFERENCE] = reference
+        sides[REFERENCE] = _sides(reset, lambda move: functools.partial(step, move), games, fresh)
+    notes = [
+        "building the engine: "
+        + ", ".join(f"{name} {seconds_:.3f} s" for name, seconds_ in built.items())
+    ]
+    if reference is None:
+        notes.append("textarena is not installed: no reference")
+    results = []
+    workloads = [
+        (f"games (GRPO groups of {GROUP}), resets included", "moves/s", GOAL, notes),
+        (f"reset (GRPO groups of {GROUP})", harness.MS, None, ()),
+        ("reset, new seeds", harness.MS, None, ()),
+    ]
+    for i, (name, unit, goal, remarks) in enumerate(workloads):
+        contenders = [
+            # An empty draw cache before every batch: each task's first reset seeds a generator.
+            Contender(side, batches[i], None if side == REFERENCE else wordle._draw.cache_clear)
+            for side, batches in sides.items()
+        ]
+        results.append(
+            harness.compare(GAME, name, unit, contenders, seconds, rounds, REFERENCE, goal, remarks)
         )
-    return rows
+    return results
 
 
 if __name__ == "__main__":
-    results = run()
-    for row in results:
-        print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
-    if len(results) == 2:
-        kit, ref = results
-        print(
-            f"kit / reference: steps/s {kit['steps_per_s'] / ref['steps_per_s']:.1f}x, "
-            f"reset {ref['reset_ms'] / kit['reset_ms']:.1f}x, "
-            f"fresh reset {ref['reset_ms_fresh'] / kit['reset_ms_fresh']:.1f}x"
-        )
+    harness.run_main(__doc__, run)

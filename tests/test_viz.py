@@ -9,6 +9,7 @@ library's parser, so an unescaped ``<tool_call>`` or a lost token fails the test
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import html as _html
 import itertools
@@ -177,6 +178,9 @@ def batch(tokenizer: Any) -> list[Trajectory]:
     return sample_batch(tokenizer)
 
 
+_VOID = ("br", "wbr", "meta")  # elements without an end tag, in the views and the page
+
+
 class _Tokens(HTMLParser):
     """Collects every token span of a view: its classes, title and drawn text."""
 
@@ -187,7 +191,7 @@ class _Tokens(HTMLParser):
         self._stack: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("br", "wbr"):
+        if tag in _VOID:
             return
         classes = dict(attrs).get("class") or ""
         if "kit-tok" in classes.split():
@@ -200,7 +204,7 @@ class _Tokens(HTMLParser):
             self._stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
-        if tag not in ("br", "wbr"):
+        if tag not in _VOID:
             self._stack.pop()
 
     def handle_data(self, data: str) -> None:
@@ -247,9 +251,12 @@ def test_token_texts_join_to_the_decode_and_split_characters_land_on_their_last_
     assert viz.token_texts(ids, tokenizer) == ["x", "", "", "", "😀"]
 
 
-def _assert_every_token_shown(trajectory: Trajectory, tokenizer: Any) -> None:
-    """The view holds each token once, in order, with its id, text, source and loss mask."""
-    parsed = _parse(viz.html(trajectory, tokenizer))
+def _assert_every_token_shown(
+    trajectory: Trajectory, tokenizer: Any, markup: str | None = None
+) -> None:
+    """The view (``viz.html``'s unless given) holds each token once, in order, with its id, text,
+    source and loss mask."""
+    parsed = _parse(viz.html(trajectory, tokenizer) if markup is None else markup)
     assert len(parsed.tokens) == len(trajectory.input_ids)
     texts = viz.token_texts(trajectory.input_ids, tokenizer)
     completion_mask = trajectory.completion_mask or [1] * len(trajectory.completion_ids)
@@ -320,21 +327,129 @@ def test_truncated_model_tokens_are_drawn_as_untrained_not_as_env(tokenizer, bat
     assert "kit-untrained" not in viz.html(batch[0], tokenizer)
 
 
-def test_save_html_writes_a_standalone_page_and_show_displays_the_view(
+def _data(page: str) -> dict[str, Any]:
+    """The JSON a page stores its rollouts in."""
+    (data,) = re.findall(r'<script type="application/json" id="kit-data">(.*?)</script>', page)
+    return json.loads(data)
+
+
+def test_save_html_writes_one_offline_page_that_shows_the_first_rollout_without_scripts(
     tokenizer, batch, tmp_path, capsys
 ):
     path = viz.save_html(batch, tokenizer, tmp_path / "batch.html")
     page = path.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and '<meta charset="utf-8">' in page
-    for trajectory in batch:
-        assert viz.html(trajectory, tokenizer) in page
-    assert page.count('class="kit-viz"') == len(batch)
-    single = viz.save_html(batch[0], tokenizer, tmp_path / "one.html").read_text(encoding="utf-8")
-    assert single.count('class="kit-viz"') == 1
+    for outside in ("http://", "https://", "<link", " src=", "<iframe", "@import", "url("):
+        assert outside not in page  # one file, offline: nothing to fetch
+    # One view, the first rollout's, rendered into the page: with scripts off, it is all there,
+    # every token with its tooltip, with a notice that the other rollouts need scripts.
+    assert page.count('class="kit-viz"') == 1 and page.count("<script") == 2
+    _assert_every_token_shown(batch[0], tokenizer, page)
+    assert viz.render.summary_line(batch[0]) in page and viz.render.legend() in page
+    (notice,) = re.findall(r"<noscript>(.*?)</noscript>", page)
+    assert f"the first of {len(batch)} rollouts" in notice
+    # Its colours come from the page's <style> block, once, not from a style on each token.
+    (css,) = re.findall(r"<style>(.*?)</style>", page)
+    for name, rule in viz.render.RULES.items():
+        assert f".{name}{{{rule}}}" in css
+    assert 'class="kit-tok kit-prompt" title=' in page and 'kit-tok kit-prompt" style' not in page
+    # The selector names each rollout once, and nothing else says "rollout " (the demo's test
+    # counts them).
+    options = re.findall(r'<option value="(\d+)">(rollout \d+ · .*?)</option>', page)
+    assert [int(value) for value, _ in options] == list(range(len(batch)))
+    echo = batch[2]
+    label = (
+        f"rollout 2 · echo · unfinished · reward {echo.reward:+.3g} · {len(echo.input_ids)} tokens"
+    )
+    assert options[2][1] == label
+    assert page.count("rollout ") == len(batch)
+
+    # One trajectory: its view alone, complete, with no script and nothing to page through.
+    single = viz.save_html(batch[3], tokenizer, tmp_path / "one.html").read_text(encoding="utf-8")
+    assert single.count('class="kit-viz"') == 1 and "<script" not in single
+    assert "<select" not in single and "<noscript>" not in single
+    _assert_every_token_shown(batch[3], tokenizer, single)
 
     view = viz.show(batch[0], tokenizer)
     assert view._repr_html_() == viz.html(batch[0], tokenizer)
     assert "TrajectoryView" in capsys.readouterr().out  # outside a notebook, display prints it
+
+
+def test_the_page_data_gives_back_every_token_its_text_provenance_and_marks(
+    tokenizer, batch, tmp_path
+):
+    hostile = play_episode(
+        tokenizer, "echo", {}, [tool_call("echo", message="</script><script>alert(1)</script><!--")]
+    )
+    trajectories = [*batch, hostile]
+    page = viz.save_html(trajectories, tokenizer, tmp_path / "batch.html").read_text("utf-8")
+    assert page.count("<script") == 2 and page.count("</script>") == 2  # no text ends one
+    data = _data(page)
+    kinds = ("prompt", "model", "env", "untrained")  # the codes of the runs, in the page's order
+    assert len(data["rollouts"]) == len(trajectories)
+    for trajectory, rollout in zip(trajectories, data["rollouts"], strict=True):
+        entries = [data["vocab"][index] for index in rollout["tokens"]]
+        assert [entry[0] for entry in entries] == trajectory.input_ids
+        texts = [entry[1] for entry in entries]
+        assert texts == viz.token_texts(trajectory.input_ids, tokenizer)
+        # The tooltip's repr: given where it is not the text in single quotes.
+        assert [entry[2] if len(entry) == 3 else f"'{entry[1]}'" for entry in entries] == [
+            repr(text) for text in texts
+        ]
+        assert all(len(entry) == 2 or entry[2] != f"'{entry[1]}'" for entry in entries)
+        codes = [code for code, count in rollout["runs"] for _ in range(count)]
+        shown = [kinds[code] for code in codes]
+        assert ["model" if kind == "untrained" else kind for kind in shown] == trajectory.sources
+        loss = [0] * len(trajectory.prompt_ids) + trajectory.loss_mask
+        assert [int(kind == "model") for kind in shown] == loss
+        # The marks are the notebook view's: summary, prompt, each turn's calls, the ending.
+        marks = _parse(viz.html(trajectory, tokenizer)).marks
+        assert rollout["summary"] == viz.summary(trajectory)
+        assert (rollout["prompt"], rollout["end"]) == (marks[0], marks[-1])
+        calls = [
+            text
+            for turn in sorted(rollout["calls"], key=int)
+            for text, _, _ in rollout["calls"][turn]
+        ]
+        assert calls == [mark for mark in marks if mark[:1] in "✓✗…"]
+    assert "</script><script>alert(1)</script><!--" in "".join(texts)  # the hostile one, whole
+    assert any(e[1] == "" for e in data["vocab"])  # the split emoji: its leading bytes show nothing
+    # One vocabulary entry per distinct (id, text), the most frequent first.
+    pairs = [tuple(entry[:2]) for entry in data["vocab"]]
+    assert len(set(pairs)) == len(pairs)
+    counts = collections.Counter(
+        pair for r in data["rollouts"] for pair in (pairs[i] for i in r["tokens"])
+    )
+    assert [counts[pair] for pair in pairs] == sorted(counts.values(), reverse=True)
+
+
+def long_rollout(trajectory: Trajectory, tokens: int) -> Trajectory:
+    """``trajectory`` with its completion repeated until it has ``tokens`` tokens in all."""
+    keep = tokens - len(trajectory.prompt_ids)
+    times = -(-keep // len(trajectory.completion_ids))
+    mask = trajectory.completion_mask
+    return dataclasses.replace(
+        trajectory,
+        completion_ids=(trajectory.completion_ids * times)[:keep],
+        tool_mask=(trajectory.tool_mask * times)[:keep],
+        completion_mask=None if mask is None else (mask * times)[:keep],
+    )
+
+
+def test_a_batch_page_costs_a_few_bytes_a_token_and_one_rollout_of_markup(
+    tokenizer, batch, tmp_path
+):
+    tokens = 10_000
+    big = [long_rollout(batch[i % len(batch)], tokens) for i in range(16)]
+    page = viz.save_html(big, tokenizer, tmp_path / "big.html").read_text("utf-8")
+    (data,) = re.findall(r'id="kit-data">(.*?)</script>', page)
+    total = sum(len(t.input_ids) for t in big)
+    # Every rollout as data: about a vocabulary index and a comma per token.
+    assert len(data.encode()) / total < 4
+    # The first rollout as markup, in classes and tooltips: a fraction of the notebook view's.
+    markup = len(page.encode()) - len(data.encode())
+    assert markup / tokens < 120
+    assert markup < len(viz.html(big[0], tokenizer).encode()) / 2
 
 
 def test_chat_view_shows_roles_tool_calls_and_escaped_text(batch):
@@ -410,6 +525,29 @@ class TestInspector:
         assert _html.escape(won.states[1]) in inspector.state.value
         assert f"after turn 2 of {len(won.states)}" in inspector.state.value
         assert inspector.state.value.count("✓ stay()") == 7
+
+    def test_keeps_the_token_views_of_the_last_rollouts_shown_only(
+        self, tokenizer, batch, monkeypatch
+    ):
+        pytest.importorskip("ipywidgets")
+        rendered = []
+        render = viz.widgets.token_view
+
+        def counted(trajectory: Trajectory, tokenizer: Any) -> str:
+            rendered.append(next(i for i, t in enumerate(batch) if t is trajectory))
+            return render(trajectory, tokenizer)
+
+        monkeypatch.setattr(viz.widgets, "token_view", counted)
+        inspector = viz.Inspector(batch, tokenizer, cache=2)
+        for i in (1, 2, 3, 2):
+            inspector.rollout.value = i
+        assert rendered == [0, 1, 2, 3]  # 2 again: still kept
+        assert len(inspector._token_html) == 2
+        inspector.rollout.value = 0  # gone from the cache: rendered again, the same view
+        assert rendered == [0, 1, 2, 3, 0] and len(inspector._token_html) == 2
+        assert len(_parse(inspector.body.value).tokens) == len(batch[0].input_ids)
+        with pytest.raises(ValueError, match="cache must be an int >= 0"):
+            viz.Inspector(batch, tokenizer, cache=-1)
 
     def test_filters_by_env_outcome_and_reward(self, inspector, batch):
         inspector.env.value = "echo"

@@ -1,11 +1,12 @@
-"""The inspector in a real browser: JupyterLab on 127.0.0.1, driven headless by Playwright.
+"""The inspector in a real browser (JupyterLab on 127.0.0.1) and save_html's page, headless.
 
 Python-side tests prove the widget's state; only a browser proves that the front end renders it
 (the widget manager, our HTML inside it, the colours) and sends the user's changes back to the
-kernel. Debian's ``chromium`` is driven through Playwright's Python package (never
-``playwright install``: that downloads a browser); ``scripts/setup.sh dev`` installs both. The
-test skips, saying which is missing, where either is absent. Every request that leaves
-127.0.0.1 is refused, and the screenshots stay in ``tests/artifacts/`` for a human to look at.
+kernel, and that the page's script renders each rollout as Python does. Debian's ``chromium``
+is driven through Playwright's Python package (never ``playwright install``: that downloads a
+browser); ``scripts/setup.sh dev`` installs both. The tests skip, saying which is missing, where
+either is absent. Every request that leaves 127.0.0.1 (the lab) or the file system (the page) is
+refused, and the screenshots stay in ``tests/artifacts/`` for a human to look at.
 """
 
 from __future__ import annotations
@@ -108,14 +109,19 @@ def _stop(process: subprocess.Popen, shutdown_url: str) -> None:
             process.wait(timeout=10)
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server on a free 127.0.0.1 port with its own config, data and runtime dirs."""
+def _need_chromium() -> None:
+    """Skip, saying what is missing, where chromium or Playwright is."""
     if not CHROMIUM.exists():
         # CI installs chromium (scripts/setup.sh dev): there, a missing browser is a failure.
         missing = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
         missing(f"{CHROMIUM} is missing: `apt-get install chromium` (scripts/setup.sh dev)")
     pytest.importorskip("playwright", reason="Playwright is missing: `pip install playwright`")
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server on a free 127.0.0.1 port with its own config, data and runtime dirs."""
+    _need_chromium()
     pytest.importorskip("jupyterlab")
     pytest.importorskip("ipywidgets")
     if shutil.which("jupyter") is None:
@@ -296,4 +302,113 @@ def test_inspector_in_jupyterlab_renders_follows_its_controls_and_survives_sanit
     print(
         f"\nbrowser test: lab opened to inspector rendered {opened:.1f} s (includes a GRPO step), "
         f"reactions {reacted:.1f} s; refused outside requests: {outside or 'none'}"
+    )
+
+
+# The rendered rollout's tokens, as the browser serializes the DOM, or another markup parsed alike.
+_SHOWN = "() => document.querySelector('.kit-page .kit-tokens').innerHTML"
+_PARSED = (
+    "markup => { const d = document.createElement('div'); d.innerHTML = markup; "
+    "return d.innerHTML; }"
+)
+
+
+def test_saved_page_opens_a_large_batch_one_rollout_at_a_time_rendered_as_python_does(tmp_path):
+    _need_chromium()
+    pytest.importorskip("trl")
+    from playwright.sync_api import expect, sync_playwright
+
+    from kit.models import tiny_tokenizer
+    from kit.trajectory import Trajectory
+    from kit.viz import save_html, summary
+    from kit.viz.render import token_view
+    from tests.test_viz import long_rollout, sample_batch
+
+    tokenizer = tiny_tokenizer()
+    batch = sample_batch(tokenizer)  # won, lost, echo with quotes, tabs and split emoji, cut
+    # What the script must draw, escape and quote as Python does: control characters (C0 and
+    # C1), CR, both quotes (Python's repr then picks "), markup, and a split emoji.
+    odd = tokenizer.encode('x\x07 it\'s "q" é😀</script><!--\x85\r\n', add_special_tokens=False)
+    mixed = [int(i % 3 > 0) for i in range(len(odd))], [i % 2 for i in range(len(odd))]
+    prompt = tokenizer.encode("a\tb", add_special_tokens=False)
+    batch.append(Trajectory([], prompt, odd, *mixed))  # every kind: model, untrained and env
+    # GitHub issue 10's batch: 64 rollouts of about 10k tokens; each its own length, so the
+    # token count says which one is shown.
+    large = [long_rollout(batch[i % len(batch)], 10_000 - i) for i in range(64)]
+    pages = {
+        "large": save_html(large, tokenizer, tmp_path / "large.html"),
+        "small": save_html(batch, tokenizer, tmp_path / "small.html"),
+    }
+    ARTIFACTS.mkdir(exist_ok=True)
+    outside: list[str] = []
+
+    def local_only(route):
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.route("**/*", local_only)
+            page.set_default_timeout(WAIT_MS)
+            expect.set_options(timeout=WAIT_MS)
+            started = time.monotonic()
+            page.goto(pages["large"].as_uri())
+            nav = page.locator(".kit-nav")
+            expect(nav).to_be_visible()  # the script ran
+            tokens = page.locator(".kit-page .kit-tokens .kit-tok")
+            expect(tokens).to_have_count(len(large[0].input_ids))
+            opened = time.monotonic() - started
+            expect(page.locator("#kit-prev")).to_be_disabled()
+
+            started = time.monotonic()
+            page.locator("#kit-pick").select_option("37")
+            expect(tokens).to_have_count(len(large[37].input_ids))
+            switched = time.monotonic() - started
+            summary_line = page.locator(".kit-page .kit-summary")
+            expect(summary_line).to_have_text(summary(large[37]))
+            page.locator("#kit-next").click()
+            expect(tokens).to_have_count(len(large[38].input_ids))
+            expect(page.locator("#kit-pick")).to_have_value("38")
+            page.locator("#kit-pick").select_option("63")
+            expect(tokens).to_have_count(len(large[63].input_ids))
+            expect(page.locator("#kit-next")).to_be_disabled()
+            # One rollout's DOM at a time, whichever was shown before.
+            elements = page.evaluate("() => document.getElementsByTagName('*').length")
+            assert elements < 5 * len(large[63].input_ids)
+            env = page.locator(".kit-page .kit-tokens .kit-env").first
+            expect(env).to_have_attribute("title", re.compile(r"^id \d+ · .* · env · loss off$"))
+            colour = env.evaluate("token => getComputedStyle(token).backgroundColor")
+            assert colour.replace(" ", "") == "rgba(255,150,0,0.28)"
+            page.screenshot(path=str(ARTIFACTS / "page_large.png"))
+
+            # Every rollout as the script renders it is the DOM of Python's markup for it,
+            # element by element and attribute by attribute; rollout 0 again after the others.
+            page.goto(pages["small"].as_uri())
+            expect(nav).to_be_visible()
+            for i in [*range(1, len(batch)), 0]:
+                page.locator("#kit-pick").select_option(str(i))
+                expect(summary_line).to_have_text(summary(batch[i]))
+                expected = page.evaluate(_PARSED, token_view(batch[i], tokenizer, inline=False))
+                assert page.evaluate(_SHOWN) == expected, f"rollout {i}"
+
+            # Scripts off: the first rollout, whole, and a notice instead of the selector.
+            off = browser.new_context(java_script_enabled=False).new_page()
+            off.route("**/*", local_only)
+            off.goto(pages["small"].as_uri())
+            expect(off.locator(".kit-page .kit-tokens .kit-tok")).to_have_count(
+                len(batch[0].input_ids)
+            )
+            expect(off.locator(".kit-nav")).to_be_hidden()
+            assert "Scripts are off:" in off.inner_text("body")  # text locators skip <noscript>
+        finally:
+            browser.close()
+    assert outside == []
+    print(
+        f"\nsaved page of 64 x ~10k tokens ({pages['large'].stat().st_size / 1e6:.1f} MB): "
+        f"opened {opened:.1f} s, switched in {switched:.1f} s"
     )

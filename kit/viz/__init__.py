@@ -7,7 +7,7 @@ that is what these views paint. All of them read ``kit.trajectory.Trajectory``, 
 from a rollout or was captured from a running ``GRPOTrainer``::
 
     kit.viz.show(trajectory, tokenizer)               # the token view in the notebook
-    kit.viz.save_html(trajectories, tokenizer, path)  # the same, as a standalone file
+    kit.viz.save_html(trajectories, tokenizer, path)  # a standalone page, one rollout at a time
     kit.viz.inspector(trajectories, tokenizer)        # pick, filter, token / chat / env state
     kit.viz.plot_tokens(trajectories)                 # model vs env tokens, per rollout and turn
     kit.viz.plot_lengths(trajectories, budget)        # episode lengths against the budget
@@ -17,13 +17,13 @@ The modules import ipywidgets and matplotlib only when a function needs them, so
 works with the ``train`` extra alone.
 """
 
+from kit.viz.page import save_html
 from kit.viz.plots import plot_lengths, plot_rewards, plot_tokens
 from kit.viz.render import (
     TrajectoryView,
     chat_view,
     html,
     outcome,
-    save_html,
     show,
     summary,
     token_texts,

@@ -14,6 +14,9 @@ Where the HTML must render decides how it is written:
   pages and on JupyterLab's, VS Code's and Colab's dark themes;
 * every text escaped, and whitespace drawn (``·`` for a space, ``↵`` for a newline, ``⇥`` for a
   tab), because a token boundary inside whitespace is exactly what a template bug looks like.
+
+A standalone file keeps a <style> block and a script: ``save_html``'s page (``kit.viz.page``)
+renders the same markup with its styles in one place, one rollout at a time.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ import html as _html
 import json
 import math
 import unicodedata
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from kit.trajectory import Trajectory
@@ -49,8 +51,24 @@ _BADGE = (
     "display:inline-block;margin:0 4px 2px 0;padding:0 5px;border-radius:8px;font-size:11px;"
     "border:1px solid rgba(128,128,128,0.6);background:rgba(128,128,128,0.12)"
 )
-_DIM = "opacity:0.45"
 _WHITESPACE = {" ": "·", "\t": "⇥", "\r": "␍"}
+# The style of each class of the token view. ``inline=True`` (every view shown in a notebook)
+# writes it on each element, as the module docstring says it must; ``save_html``'s page writes it
+# once, in a <style> block a standalone file keeps, and its elements carry their classes only:
+# the rules are most of a token's bytes. Base rules come before the variants that override them.
+RULES = {
+    **{
+        f"kit-{kind}": f"background:{background};"
+        f"border:1px {'dashed' if kind == 'untrained' else 'solid'} {border}"
+        for kind, (background, border) in COLOURS.items()
+    },
+    "kit-tok": "border-radius:3px;padding:0 1px",
+    "kit-dim": "opacity:0.45",
+    "kit-mark": _BADGE,
+    "kit-mark-error": "border-color:rgba(220,53,69,0.9)",
+    "kit-mark-end": "font-weight:bold",
+    "kit-turn": "border-left:3px solid rgba(128,128,128,0.4);padding:2px 0 2px 6px;margin:4px 0",
+}
 
 
 def outcome(trajectory: Trajectory) -> str:
@@ -91,25 +109,35 @@ def _decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
-def _visible(text: str) -> str:
+def _attrs(classes: str, inline: bool) -> str:
+    """The ``class`` attribute and, ``inline``, a ``style`` attribute with those classes' rules."""
+    if not inline:
+        return f'class="{classes}"'
+    return f'class="{classes}" style="{";".join(RULES[c] for c in classes.split() if c in RULES)}"'
+
+
+def _visible(text: str, inline: bool = True) -> str:
     """Escaped HTML for a token's text with its whitespace and control characters drawn."""
+    dim = f"<span {_attrs('kit-dim', inline)}>"
     if not text:  # the first bytes of a character that a later token completes
-        return f'<span style="{_DIM}">◌</span>'
+        return f"{dim}◌</span>"
     out = []
     for char in text:
         if char == "\n":
-            out.append(f'<span style="{_DIM}">↵</span><br>')
+            out.append(f"{dim}↵</span><br>")
         elif char in _WHITESPACE:
-            out.append(f'<span style="{_DIM}">{_WHITESPACE[char]}</span>')
+            out.append(f"{dim}{_WHITESPACE[char]}</span>")
         elif unicodedata.category(char) == "Cc":
-            out.append(f'<span style="{_DIM}">\\x{ord(char):02x}</span>')
+            out.append(f"{dim}\\x{ord(char):02x}</span>")
         else:
             out.append(_html.escape(char))
     return "".join(out)
 
 
 def _attr(text: str) -> str:
-    return _html.escape(text, quote=True)
+    """``text`` escaped for a double-quoted attribute; ``'`` as itself (in every token's
+    tooltip, ``&#x27;`` twice was a tenth of its bytes)."""
+    return _html.escape(text, quote=False).replace('"', "&quot;")
 
 
 def has_value(value: float | None) -> bool:
@@ -154,12 +182,14 @@ def legend() -> str:
     return f'<div class="kit-legend" style="margin:4px 0 6px 0">{"".join(items)}</div>'
 
 
-def _badge(text: str, title: str = "", extra: str = "") -> str:
+def _badge(text: str, title: str = "", variant: str = "", inline: bool = True) -> str:
     tip = f' title="{_attr(title)}"' if title else ""
-    return f'<span class="kit-mark" style="{_BADGE};{extra}"{tip}>{_html.escape(text)}</span>'
+    classes = f"kit-mark {variant}" if variant else "kit-mark"
+    return f"<span {_attrs(classes, inline)}{tip}>{_html.escape(text)}</span>"
 
 
-def _call_badge(call: dict[str, Any]) -> str:
+def call_mark(call: dict[str, Any]) -> tuple[str, str, str]:
+    """A tool call's badge: its text, its tooltip and its variant class (``""`` or an error)."""
     name = str(call.get("name", "?"))
     arguments = call.get("arguments") or {}
     shown = (
@@ -169,32 +199,53 @@ def _call_badge(call: dict[str, Any]) -> str:
     )
     error, result = call.get("error"), call.get("result")
     if error is not None:
-        return _badge(f"✗ {name}({shown})", f"error: {error}", "border-color:rgba(220,53,69,0.9)")
+        return f"✗ {name}({shown})", f"error: {error}", "kit-mark-error"
     if result is None:  # the tool-call cap or the length budget ended the episode first
-        return _badge(f"… {name}({shown}) not run", "the episode ended before this call ran")
-    return _badge(f"✓ {name}({shown})", f"result: {result!r}")
+        return f"… {name}({shown}) not run", "the episode ended before this call ran", ""
+    return f"✓ {name}({shown})", f"result: {result!r}", ""
 
 
-def _token(token_id: int, text: str, kind: str, trained: bool) -> str:
-    background, border = COLOURS[kind]
-    line = "dashed" if kind == "untrained" else "solid"
+def _call_badge(call: dict[str, Any], inline: bool = True) -> str:
+    return _badge(*call_mark(call), inline=inline)
+
+
+def _token(token_id: int, text: str, kind: str, trained: bool, inline: bool) -> str:
     source = "model" if kind == "untrained" else kind
     loss = "loss on" if trained else "loss off"
     if kind == "untrained":
         loss += " (completion_mask 0)"
     title = f"id {token_id} · {text!r} · {source} · {loss}"
-    style = f"background:{background};border:1px {line} {border};border-radius:3px;padding:0 1px"
     # <wbr>: the drawn whitespace leaves a line of tokens no break opportunity of its own.
     return (
-        f'<span class="kit-tok kit-{kind}" style="{style}" title="{_attr(title)}">'
-        f"{_visible(text)}</span><wbr>"
+        f'<span {_attrs(f"kit-tok kit-{kind}", inline)} title="{_attr(title)}">'
+        f"{_visible(text, inline)}</span><wbr>"
     )
 
 
-def token_view(trajectory: Trajectory, tokenizer: Any) -> str:
-    """The tokens of ``prompt_ids + completion_ids`` in turns, each with its marks, as HTML."""
+def prompt_mark(trajectory: Trajectory) -> str:
+    """The text of the badge that folds the prompt."""
+    return f"prompt · {len(trajectory.prompt_ids)} tokens (click to unfold)"
+
+
+def end_mark(trajectory: Trajectory) -> str:
+    """The text of the badge after the last turn: reward, each named reward, advantage, outcome."""
+    ending = [f"reward {_number(trajectory.reward)}"]
+    ending += [f"{name} {_number(value)}" for name, value in trajectory.rewards.items()]
+    ending += [f"advantage {_number(trajectory.advantage)}", outcome(trajectory)]
+    return " · ".join(ending)
+
+
+def token_view(trajectory: Trajectory, tokenizer: Any, *, inline: bool = True) -> str:
+    """The tokens of ``prompt_ids + completion_ids`` in turns, each with its marks, as HTML.
+
+    ``inline=False`` leaves the styles out (see ``RULES``), for a page that has them in a <style>
+    block; ``kit/viz/page.js`` renders a rollout to the same markup.
+    """
+    return _token_view(trajectory, token_texts(trajectory.input_ids, tokenizer), inline)
+
+
+def _token_view(trajectory: Trajectory, texts: Sequence[str], inline: bool) -> str:
     ids = trajectory.input_ids
-    texts = token_texts(ids, tokenizer)
     n_prompt = len(trajectory.prompt_ids)
     completion_mask = trajectory.completion_mask or [1] * len(trajectory.completion_ids)
     calls: dict[int, list[dict[str, Any]]] = {}
@@ -205,36 +256,29 @@ def token_view(trajectory: Trajectory, tokenizer: Any) -> str:
     previous = "prompt"
     for i, (token_id, text, source) in enumerate(zip(ids, texts, trajectory.sources, strict=True)):
         if source == "model" and previous != "model":
-            turns.append([_badge(f"turn {len(turns)}")])
+            turns.append([_badge(f"turn {len(turns)}", inline=inline)])
         if source == "env" and previous == "model":  # its tool calls ran between these two tokens
-            turns[-1].extend(_call_badge(call) for call in calls.get(len(turns) - 1, []))
+            turns[-1].extend(_call_badge(call, inline) for call in calls.get(len(turns) - 1, []))
         kind = source
         trained = False
         if i >= n_prompt and source == "model":
             trained = bool(completion_mask[i - n_prompt])
             kind = "model" if trained else "untrained"
-        turns[-1].append(_token(token_id, text, kind, trained))
+        turns[-1].append(_token(token_id, text, kind, trained, inline))
         previous = source
     if previous == "model":  # the last turn had no env text after it (the episode stopped)
-        turns[-1].extend(_call_badge(call) for call in calls.get(len(turns) - 1, []))
+        turns[-1].extend(_call_badge(call, inline) for call in calls.get(len(turns) - 1, []))
 
-    ending = [f"reward {_number(trajectory.reward)}"]
-    ending += [f"{name} {_number(value)}" for name, value in trajectory.rewards.items()]
-    ending += [f"advantage {_number(trajectory.advantage)}", outcome(trajectory)]
-    block = "border-left:3px solid rgba(128,128,128,0.4);padding:2px 0 2px 6px;margin:4px 0"
     # The prompt (system text, tool schemas, the first observation) is most of a short episode
     # and the same across its group: folded by default, one click away, no script needed.
-    prompt = _badge(f"prompt · {n_prompt} tokens (click to unfold)")
+    prompt = _badge(prompt_mark(trajectory), inline=inline)
     blocks = [
-        f'<details class="kit-turn" style="{block}"><summary style="cursor:pointer">{prompt}'
+        f'<details {_attrs("kit-turn", inline)}><summary style="cursor:pointer">{prompt}'
         f"</summary>{''.join(turns[0])}</details>"
     ]
-    blocks += [
-        f'<div class="kit-turn" style="{block}">{"".join(parts)}</div>' for parts in turns[1:]
-    ]
-    blocks.append(
-        f'<div class="kit-end">{_badge(" · ".join(ending), extra="font-weight:bold")}</div>'
-    )
+    blocks += [f"<div {_attrs('kit-turn', inline)}>{''.join(parts)}</div>" for parts in turns[1:]]
+    end = _badge(end_mark(trajectory), variant="kit-mark-end", inline=inline)
+    blocks.append(f'<div class="kit-end">{end}</div>')
     return "".join(blocks)
 
 
@@ -246,9 +290,13 @@ def frame(inner: str) -> str:
 def html(trajectory: Trajectory, tokenizer: Any) -> str:
     """A self-contained HTML view of one trajectory: summary, legend and tokens by provenance."""
     _check(trajectory, tokenizer)
+    return frame(summary_line(trajectory) + legend() + token_view(trajectory, tokenizer))
+
+
+def summary_line(trajectory: Trajectory) -> str:
+    """The view's first line: ``summary(trajectory)`` in bold, as HTML."""
     line = _html.escape(summary(trajectory))
-    head = f'<div class="kit-summary" style="font-weight:bold">{line}</div>'
-    return frame(head + legend() + token_view(trajectory, tokenizer))
+    return f'<div class="kit-summary" style="font-weight:bold">{line}</div>'
 
 
 def chat_view(trajectory: Trajectory) -> str:
@@ -365,25 +413,3 @@ def show(trajectory: Trajectory, tokenizer: Any) -> TrajectoryView:
     view = TrajectoryView(trajectory, tokenizer)
     display(view)
     return view
-
-
-def save_html(
-    trajectories: Trajectory | Iterable[Trajectory], tokenizer: Any, path: str | Path
-) -> Path:
-    """Write one trajectory, or several one after another, to a standalone HTML file."""
-    items = [trajectories] if isinstance(trajectories, Trajectory) else list(trajectories)
-    if not items:
-        raise ValueError("save_html needs at least one trajectory")
-    sections = [
-        f'<section style="margin-bottom:24px"><h3 style="{_FONT};font-size:14px">rollout {i}</h3>'
-        f"{html(trajectory, tokenizer)}</section>"
-        for i, trajectory in enumerate(items)
-    ]
-    page = (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>kit trajectories</title>'
-        '<meta name="color-scheme" content="light dark"></head>'
-        f'<body style="margin:16px">{"".join(sections)}</body></html>\n'
-    )
-    target = Path(path)
-    target.write_text(page, encoding="utf-8")
-    return target

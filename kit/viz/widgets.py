@@ -16,6 +16,7 @@ capture, no display hook), and a notebook saved with its widget state shows the 
 from __future__ import annotations
 
 import html as _html
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,11 @@ VIEWS = ("tokens", "chat")
 class Inspector:
     """The inspector's widgets and its state; ``inspector()`` returns ``Inspector(...).widget``."""
 
-    def __init__(self, trajectories: Sequence[Trajectory], tokenizer: Any) -> None:
+    CACHE = 8  # rendered token views kept: ~240 bytes a token, 2.4 MB for 10k tokens
+
+    def __init__(
+        self, trajectories: Sequence[Trajectory], tokenizer: Any, cache: int = CACHE
+    ) -> None:
         try:
             import ipywidgets as w
         except ImportError as error:
@@ -57,7 +62,12 @@ class Inspector:
         for trajectory in self.trajectories:
             _check(trajectory, tokenizer)
         self.tokenizer = tokenizer
-        self._token_html: dict[int, str] = {}  # rendering is the slow part: once per rollout
+        if not isinstance(cache, int) or cache < 0:
+            raise ValueError(f"cache must be an int >= 0 (rollouts kept), got {cache!r}")
+        # Rendering is the slow part, so going back to a rollout reuses its view; a batch of long
+        # rollouts would hold them all in the kernel, so only the `cache` last shown are kept.
+        self._token_html: OrderedDict[int, str] = OrderedDict()
+        self._cache = cache
         self._quiet = False
 
         envs = sorted({t.env or "?" for t in self.trajectories})
@@ -160,9 +170,12 @@ class Inspector:
         trajectory = self.trajectories[i]
         self.summary.value = f"<b>#{i}</b> · {_html.escape(summary(trajectory))}"
         if self.view.value == "tokens":
-            if i not in self._token_html:
-                self._token_html[i] = frame(legend() + token_view(trajectory, self.tokenizer))
-            body = self._token_html[i]
+            body = self._token_html.pop(i, None) or frame(
+                legend() + token_view(trajectory, self.tokenizer)
+            )
+            self._token_html[i] = body  # the most recent last
+            while len(self._token_html) > self._cache:
+                self._token_html.popitem(last=False)
         else:
             body = chat_view(trajectory)
         # A scroll box of its own keeps the env state below in sight, whatever the episode length.
@@ -182,8 +195,13 @@ class Inspector:
         self.state.value = state_view(trajectory, self.turn.value)
 
 
-def inspector(trajectories: Sequence[Trajectory], tokenizer: Any) -> ipywidgets.VBox:
-    """An ipywidgets inspector over ``trajectories``: filters, token/chat views, env states."""
+def inspector(
+    trajectories: Sequence[Trajectory], tokenizer: Any, cache: int = Inspector.CACHE
+) -> ipywidgets.VBox:
+    """An ipywidgets inspector over ``trajectories``: filters, token/chat views, env states.
+
+    ``cache``: how many rendered token views the kernel keeps, the most recently shown.
+    """
     if isinstance(trajectories, Trajectory):
         trajectories = [trajectories]
-    return Inspector(trajectories, tokenizer).widget
+    return Inspector(trajectories, tokenizer, cache).widget
