@@ -30,6 +30,7 @@ import copy
 import hashlib
 import inspect
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,21 +45,41 @@ Tools = Sequence[Callable[..., Any] | dict[str, Any]]
 # -- TRL's steps, one function each --------------------------------------------------------------
 
 
+# TRL's choice of template per tokenizer, by what the choice reads (see chat_template)
+_CHOSEN: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def chat_template(tokenizer: Any, uses_tools: bool = True) -> str | None:
     """The template TRL renders with: ``None`` (the tokenizer's own) or TRL's training variant.
 
     ``GRPOTrainer`` swaps in its ``*_training.jinja`` template when tools are in play and the
     tokenizer's template is not prefix-preserving (Qwen3's drops earlier think blocks); it raises
     ``ValueError`` for such a template it has no training variant of, and so does this.
+
+    The trainer chooses once, when it is built; here the choice (up to five renders of TRL's
+    dummy conversations) is kept per tokenizer and made anew when anything it reads changes:
+    the template, the vocabulary, the special tokens the template sees.
     """
+    if tokenizer.chat_template is None:
+        raise ValueError(f"tokenizer {_tokenizer_name(tokenizer)} has no chat template")
+    if not uses_tools:
+        return None
+    key = (repr(tokenizer.chat_template), str(len(tokenizer)), repr(tokenizer.special_tokens_map))
+    chosen = _CHOSEN.setdefault(tokenizer, {})
+    if key not in chosen:
+        chosen[key] = _training_template(tokenizer)
+    return chosen[key]
+
+
+def _training_template(tokenizer: Any) -> str | None:
     from trl.chat_template_utils import (
         get_training_chat_template,
         is_chat_template_prefix_preserving,
     )
 
-    if tokenizer.chat_template is None:
-        raise ValueError(f"tokenizer {_tokenizer_name(tokenizer)} has no chat template")
-    if not uses_tools or is_chat_template_prefix_preserving(tokenizer):
+    if is_chat_template_prefix_preserving(tokenizer):
         return None
     try:
         return get_training_chat_template(tokenizer)
@@ -119,41 +140,14 @@ def tool_suffix_ids(
     """
     if not tool_messages:
         raise ValueError("tool_suffix_ids needs at least one tool message")
-    kwargs = chat_template_kwargs or {}
-    dummy_call = {
-        "type": "function",
-        "function": {"name": tool_messages[0]["name"], "arguments": {}},
-    }
-    dummy = [
-        {"role": "user", "content": "dummy"},
-        {"role": "assistant", "content": "", "tool_calls": [dummy_call]},
-    ]
-    prefix = tokenizer.apply_chat_template(
-        dummy,
-        add_generation_prompt=False,
-        tokenize=True,
-        chat_template=template,
-        return_dict=False,
-        **kwargs,
-    )
-    full = tokenizer.apply_chat_template(
-        dummy + tool_messages,
-        add_generation_prompt=True,
-        tokenize=True,
-        chat_template=template,
-        return_dict=False,
-        **kwargs,
-    )
-    eos_positions = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
-    if eos_positions:
-        prefix = prefix[: eos_positions[-1] + 1]
-    if list(full[: len(prefix)]) != list(prefix):
+    [(ids, _)] = _tool_suffixes(tokenizer, [tool_messages], template, chat_template_kwargs or {})
+    if ids is None:
         raise ValueError(
             f"{_template_name(tokenizer, template)} renders a tool result after a different prefix "
             "than the assistant turn before it (TRL: 'the EOS-trimmed prefix IDs are not a prefix "
             "of the full IDs'); no token boundary between model and environment exists"
         )
-    return list(full[len(prefix) :])
+    return ids
 
 
 def assistant_ids(
@@ -176,33 +170,18 @@ def assistant_ids(
     """
     kwargs = chat_template_kwargs or {}
     tool_list = list(tools or []) or None
-    before = tokenizer.apply_chat_template(
-        history,
-        tools=tool_list,
-        chat_template=template,
-        add_generation_prompt=True,
-        tokenize=False,
-        **kwargs,
+    [before] = _render(tokenizer, [history], template, kwargs, generation=True, tools=tool_list)
+    [after] = _render(
+        tokenizer, [[*history, message]], template, kwargs, generation=False, tools=tool_list
     )
-    after = tokenizer.apply_chat_template(
-        [*history, message],
-        tools=tool_list,
-        chat_template=template,
-        add_generation_prompt=False,
-        tokenize=False,
-        **kwargs,
-    )
-    if not after.startswith(before):
+    text = _turn_text(before, after, tokenizer.eos_token)
+    if text is None:
         raise ValueError(
             f"{_template_name(tokenizer, template)} renders an assistant turn after a different "
             "prefix than its own generation prompt, so the boundary between prompt and "
             f"completion is not consistent: the generation prompt ends {before[-40:]!r}, the "
             f"rendered turn reads {after[len(before) - 40 : len(before) + 40]!r}"
         )
-    text = after[len(before) :]
-    eos = tokenizer.eos_token
-    if eos and eos in text:
-        text = text[: text.rindex(eos) + len(eos)]
     return tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -233,6 +212,13 @@ def build(
     template's rendering of its message). ``tool_mask`` is 1 for assistant tokens, 0 for tool
     blocks. Raises ``ValueError`` for a conversation TRL cannot produce, or a template that
     gives no consistent boundary.
+
+    Cost: the whole conversation is rendered once and cut at its message boundaries, each cut
+    checked against the template's rendering of that one message, so time grows linearly with
+    the turns. A template that renders some message differently inside the conversation than on
+    its own is not prefix-preserving there: then every turn is rendered after its own history
+    instead (:func:`assistant_ids`, quadratic in the turns), which gives the same ids wherever
+    both apply, and raises where no consistent boundary exists.
     """
     messages = _checked_messages(messages)
     if max_completion_length is not None and max_completion_length < 1:
@@ -241,15 +227,33 @@ def build(
     tool_list = _tool_list(tools)
     uses_tools = bool(tool_list) or any(m["role"] == "tool" for m in messages)
     template = chat_template(tokenizer, uses_tools)
+    kwargs = chat_template_kwargs or {}
+    sliced = _sliced_turns(tokenizer, messages, first, tool_list, template, kwargs)
     history = messages[:first]
-    ids_prompt = prompt_ids(tokenizer, history, tool_list, template, chat_template_kwargs)
+    if sliced is not None:
+        ids_prompt = sliced.prompt
+    else:
+        ids_prompt = prompt_ids(tokenizer, history, tool_list, template, kwargs)
+
+    def turn_ids(index: int) -> list[int]:
+        if sliced is not None:
+            return sliced.turns[index]
+        return assistant_ids(
+            tokenizer, messages[:index], messages[index], tool_list, template, kwargs
+        )
+
+    def suffix_ids(index: int, block: list[Message]) -> list[int]:
+        if sliced is not None:
+            return sliced.suffixes[index]
+        return tool_suffix_ids(tokenizer, block, template, kwargs)
+
     completion: list[int] = []
     mask: list[int] = []
     dropped = False
     i = first
     while i < len(messages):
         message = messages[i]
-        ids = assistant_ids(tokenizer, history, message, tool_list, template, chat_template_kwargs)
+        ids = turn_ids(i)
         if max_completion_length is not None and len(completion) + len(ids) > max_completion_length:
             # TRL cuts the turn at the budget, and the episode ends with it (a turn cut to
             # nothing leaves no message)
@@ -278,7 +282,7 @@ def build(
             raise ValueError(
                 f"message {i} is a tool result, but assistant message {i - 1} called no tool"
             )
-        suffix = tool_suffix_ids(tokenizer, block, template, chat_template_kwargs)
+        suffix = suffix_ids(i, block)
         if (
             max_completion_length is not None
             and len(completion) + len(suffix) > max_completion_length
@@ -300,6 +304,186 @@ def build(
         tool_calls=tool_calls(history),
         truncated=dropped or _cut(completion, _stop_ids(tokenizer)),
     )
+
+
+@dataclass
+class _Sliced:
+    """The prompt's ids, every assistant turn's and every tool block's suffix, by message index."""
+
+    prompt: list[int]
+    turns: dict[int, list[int]]
+    suffixes: dict[int, list[int]]  # by the index of the block's first tool message
+
+
+def _sliced_turns(
+    tokenizer: Any,
+    messages: list[Message],
+    first: int,
+    tools: list[Any],
+    template: str | None,
+    kwargs: dict[str, Any],
+) -> _Sliced | None:
+    """:func:`build`'s pieces from one render of the whole conversation, or None where the
+    template is not prefix-preserving at some message boundary of it.
+
+    Why: rendering each turn after its whole history (what :func:`assistant_ids` does) costs
+    time quadratic in the turns. A prefix-preserving template renders every history as a prefix
+    of the full conversation, so each turn's text is a slice of one render: it starts where
+    the generation prompt ends and ends at the turn's EOS, where TRL's tool suffix begins. To
+    know where each message ends without rendering every prefix, each one is also rendered on
+    its own (a turn as the last message after a dummy user turn, a tool block as TRL's
+    ``_get_tool_suffix_ids`` renders it, in a few batched calls), and the pieces must then
+    tile the full render exactly, one after the other. A message the template renders
+    differently inside the conversation than alone (a turn marked as the last one, a tool
+    result numbered by its place) is a boundary that is not prefix-preserving: None, and
+    :func:`build` renders each turn after its history. TRL checks the same property on its
+    dummy conversation only (``is_chat_template_prefix_preserving``).
+
+    None also when the template raises on some message (a template may raise anything:
+    ``raise_exception``, a filter's ``TypeError``) or TRL raises for a tool block: the per-turn
+    renders then raise where the trainer would meet the problem, or not at all if the length
+    budget ends the episode first. A conversation that is not TRL's shape gets pieces that do
+    not tile, or is refused by :func:`build`'s loop where the per-turn construction refuses it.
+    """
+    turns = [i for i in range(first, len(messages)) if messages[i]["role"] == "assistant"]
+    ends = [*turns[1:], len(messages)]
+    blocks = {i: messages[i + 1 : end] for i, end in zip(turns, ends, strict=True) if end > i + 1}
+    tool_list = list(tools) or None
+
+    def render(conversations: list[list[Message]], **options: Any) -> list[str]:
+        return _render(tokenizer, conversations, template, kwargs, **options)
+
+    # a conversation that ends on tool results ends, as TRL's suffix does, on the generation prompt
+    ends_on_tools = messages[-1]["role"] == "tool"
+    try:
+        [prompt] = render([messages[:first]], generation=True, tools=tool_list)
+        [whole] = render([messages], generation=ends_on_tools, tools=tool_list)
+        [opening] = render([[_DUMMY_USER]], generation=True)
+        # each turn alone, as the last message: where the per-turn render cuts it
+        closings = render([[_DUMMY_USER, messages[i]] for i in turns], generation=False)
+        answered = _tool_suffixes(tokenizer, list(blocks.values()), template, kwargs)
+        suffixes = dict(zip(blocks, answered, strict=True))
+    except Exception:  # noqa: BLE001 - the template refused a message; see the docstring
+        return None
+    if not whole.startswith(prompt):
+        return None
+    eos = tokenizer.eos_token
+    texts: list[str] = []
+    position = len(prompt)
+    for i, closing in zip(turns, closings, strict=True):
+        text = _turn_text(opening, closing, eos)
+        if text is None:
+            return None
+        if i == turns[-1] and i not in blocks:
+            # the last message: the per-turn path renders exactly `whole` and cuts its end
+            if _through_last_eos(whole[position:], eos) != text:
+                return None
+        elif not whole.startswith(text, position):
+            return None
+        texts.append(text)
+        position += len(text)
+        if i in blocks:
+            ids, suffix_text = suffixes[i]
+            if ids is None or suffix_text is None or not whole.startswith(suffix_text, position):
+                return None
+            position += len(suffix_text)
+    # the prompt's ids as `prompt_ids` makes them: its render, tokenised as one text
+    ids_prompt, *ids_turns = _encode(tokenizer, [prompt, *texts])
+    return _Sliced(
+        prompt=ids_prompt,
+        turns=dict(zip(turns, ids_turns, strict=True)),
+        suffixes={i + 1: suffixes[i][0] for i in blocks},
+    )
+
+
+_DUMMY_USER: Message = {"role": "user", "content": "dummy"}
+
+
+def _tool_call_dummy(name: str) -> list[Message]:
+    """TRL's dummy conversation before a tool block whose first result came from ``name``."""
+    call = {"type": "function", "function": {"name": name, "arguments": {}}}
+    return [_DUMMY_USER, {"role": "assistant", "content": "", "tool_calls": [call]}]
+
+
+def _tool_suffixes(
+    tokenizer: Any, blocks: list[list[Message]], template: str | None, kwargs: dict[str, Any]
+) -> list[tuple[list[int] | None, str | None]]:
+    """TRL's ``_get_tool_suffix_ids`` for every block, in two batched renders: ``(ids, text)``.
+
+    ``ids`` is None where TRL raises (the EOS-trimmed dummy is not a prefix of the dummy with
+    the block); ``text`` is the suffix as text, cut after the last EOS string where TRL cuts
+    after the last EOS id (None where the text has no EOS string, or does not start with the
+    dummy's): it locates the block in a render, while ``ids`` are what the trainer appends.
+    """
+    names = list(dict.fromkeys(block[0]["name"] for block in blocks))
+    dummies = [_tool_call_dummy(name) for name in names]
+    answered = [_tool_call_dummy(block[0]["name"]) + block for block in blocks]
+    dummies = _render(tokenizer, dummies, template, kwargs, generation=False)
+    fulls = _render(tokenizer, answered, template, kwargs, generation=True)
+    encoded = _encode(tokenizer, dummies + fulls)
+    eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
+    trimmed: dict[str, tuple[list[int], str | None]] = {}
+    for name, text, ids in zip(names, dummies, encoded[: len(names)], strict=True):
+        if eos_id in ids:
+            ids = ids[: len(ids) - ids[::-1].index(eos_id)]
+            cut = text.rfind(eos) if eos else -1
+            text = text[: cut + len(eos)] if cut >= 0 else None
+        trimmed[name] = (ids, text)
+    suffixes: list[tuple[list[int] | None, str | None]] = []
+    for block, full, full_ids in zip(blocks, fulls, encoded[len(names) :], strict=True):
+        prefix_ids, prefix = trimmed[block[0]["name"]]
+        if full_ids[: len(prefix_ids)] != prefix_ids:
+            suffixes.append((None, None))
+            continue
+        text = full[len(prefix) :] if prefix is not None and full.startswith(prefix) else None
+        suffixes.append((full_ids[len(prefix_ids) :], text))
+    return suffixes
+
+
+def _render(
+    tokenizer: Any,
+    conversations: list[list[Message]],
+    template: str | None,
+    kwargs: dict[str, Any],
+    *,
+    generation: bool,
+    tools: list[Any] | None = None,
+) -> list[str]:
+    """Each conversation rendered as text, all in one ``apply_chat_template`` call."""
+    if not conversations:
+        return []
+    return list(
+        tokenizer.apply_chat_template(
+            conversations,
+            tools=tools,
+            chat_template=template,
+            add_generation_prompt=generation,
+            tokenize=False,
+            **kwargs,
+        )
+    )
+
+
+def _encode(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Each text's ids as ``apply_chat_template(tokenize=True)`` and ``encode`` give them."""
+    if not texts:
+        return []
+    return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def _turn_text(before: str, after: str, eos: str | None) -> str | None:
+    """The text a turn adds to ``before`` (rendered with the generation prompt), up to its last
+    EOS; None when ``after`` (the render with the turn) does not start with ``before``."""
+    if not after.startswith(before):
+        return None
+    return _through_last_eos(after[len(before) :], eos)
+
+
+def _through_last_eos(text: str, eos: str | None) -> str:
+    """``text`` up to its last EOS: the model's own EOS ends its turn, what follows is not its."""
+    if eos and eos in text:
+        return text[: text.rindex(eos) + len(eos)]
+    return text
 
 
 def tool_calls(messages: list[Message]) -> list[dict[str, Any]]:

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import math
+import random
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,11 +29,14 @@ pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
 
+from kit import masks  # noqa: E402
 from kit.envs import ENVS  # noqa: E402
 from kit.games import make  # noqa: E402
 from kit.masks import Capture, build, env_tools, tool_calls, tool_suffix_ids  # noqa: E402
-from kit.models import tiny_model  # noqa: E402
+from kit.models import tiny_model, tiny_tokenizer  # noqa: E402
+from kit.solvers import policies  # noqa: E402
 from kit.train import grpo_config  # noqa: E402
+from kit.trajectory import Trajectory  # noqa: E402
 from tests.scripted import ScriptedGeneration  # noqa: E402
 
 BUDGET = 1024  # max_completion_length of every run
@@ -299,6 +305,10 @@ def test_build_matches_the_trainer_token_for_token(game):
             assert built.tool_mask == trained.tool_mask, case
             assert built.messages == trained.messages
             assert built.tool_calls == trained.tool_calls
+    for trained in run.capture.trajectories:  # the raw turns too: re-encoded as before
+        assert_same_as_reference(
+            run.tokenizer, trained.messages, ENVS[game], max_completion_length=BUDGET
+        )
 
 
 @pytest.mark.slow
@@ -518,12 +528,26 @@ def test_build_rejects_unknown_tools_and_budgets():
 # -- templates without a consistent boundary fail loudly ------------------------------------------
 
 
-def _chatml(assistant_header: str, answered_mark: str) -> str:
-    """A small ChatML tool template; the arguments make it inconsistent in one chosen way."""
+def _chatml(
+    assistant_header: str = "assistant",
+    answered_mark: str = "",
+    *,
+    content: str = "m.content",
+    tool_tag: str = "'<tool_response>'",
+    refused: str = "",
+) -> str:
+    """A small ChatML tool template; the arguments make it inconsistent in one chosen way.
+
+    ``content`` and ``tool_tag`` are the Jinja expressions for an assistant turn's text and for
+    the tag that opens a tool result; a message whose text is ``refused`` makes it raise.
+    """
     return (
         "{%- for m in messages %}"
+        "{%- if m.content == '" + refused + "' and '" + refused + "' %}"
+        "{{- raise_exception('refused: ' + m.content) }}"
+        "{%- endif %}"
         "{%- if m.role == 'assistant' %}"
-        "{{- '<|im_start|>" + assistant_header + "\\n' + m.content }}"
+        "{{- '<|im_start|>" + assistant_header + "\\n' + (" + content + ") }}"
         "{%- for c in m.tool_calls or [] %}"
         "{{- '<tool_call>\\n' + (c.function | tojson) + '\\n</tool_call>' }}"
         "{%- endfor %}"
@@ -532,7 +556,9 @@ def _chatml(assistant_header: str, answered_mark: str) -> str:
         "{%- endif %}"
         "{{- '<|im_end|>\\n' }}"
         "{%- elif m.role == 'tool' %}"
-        "{{- '<|im_start|>user\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
+        "{{- '<|im_start|>user\\n' + "
+        + tool_tag
+        + " + '\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
         "{%- else %}"
         "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
         "{%- endif %}"
@@ -543,7 +569,7 @@ def _chatml(assistant_header: str, answered_mark: str) -> str:
 
 # The assistant header differs from the generation prompt ("assistant:" vs "assistant"): every
 # rendering is prefix-preserving, yet no sampled turn starts where the prompt ends.
-SHIFTED_HEADER = _chatml("assistant:", "")
+SHIFTED_HEADER = _chatml("assistant:")
 # The assistant turn is rewritten once a tool answered it: the EOS-trimmed prefix of TRL's dummy
 # conversation is no longer a prefix of the full one.
 REWRITES_ANSWERED = _chatml("assistant", " (answered)")
@@ -604,3 +630,560 @@ def test_tool_calls_pair_calls_with_replies():
         {"turn": 1, "name": "b", "arguments": {}, "result": None, "error": "Tool b not found."},
         {"turn": 2, "name": "a", "arguments": {}, "result": None, "error": None},
     ]
+
+
+# -- build against the per-turn construction it replaced ------------------------------------------
+
+
+def reference_build(
+    tokenizer: Any,
+    messages: list[dict],
+    tools: Any = None,
+    *,
+    max_completion_length: int | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> Trajectory:
+    """``build`` as it was before it rendered once (kit/masks.py at 54d136f, compacted): every
+    assistant turn rendered after its whole history, with and without the generation prompt,
+    and every tool block by TRL's two dummy renders. Quadratic in the turns; the reference."""
+    messages = masks._checked_messages(messages)
+    if max_completion_length is not None and max_completion_length < 1:
+        raise ValueError(f"max_completion_length must be at least 1, got {max_completion_length}")
+    first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    tool_list = masks._tool_list(tools)
+    template = None  # TRL swaps in its training template where its dummy check fails
+    if tokenizer.chat_template is None:
+        raise ValueError(f"tokenizer {masks._tokenizer_name(tokenizer)} has no chat template")
+    if tool_list or any(m["role"] == "tool" for m in messages):
+        from trl.chat_template_utils import (
+            get_training_chat_template,
+            is_chat_template_prefix_preserving,
+        )
+
+        if not is_chat_template_prefix_preserving(tokenizer):
+            try:
+                template = get_training_chat_template(tokenizer)
+            except ValueError as error:
+                raise ValueError(
+                    f"{masks._template_name(tokenizer, None)} is not prefix-preserving (a tool "
+                    "result changes how the assistant turn before it renders) and TRL has no "
+                    "training variant of it, so no token boundary between model and environment "
+                    "exists"
+                ) from error
+    eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
+
+    def render(conversation: list[dict], generation: bool, tokenize: bool, tools=None) -> Any:
+        return tokenizer.apply_chat_template(
+            conversation,
+            tools=tools,
+            chat_template=template,
+            add_generation_prompt=generation,
+            tokenize=tokenize,
+            return_dict=False,
+            **(chat_template_kwargs or {}),
+        )
+
+    def turn(history: list[dict], message: dict) -> list[int]:
+        before = render(history, True, False, tool_list or None)
+        after = render([*history, message], False, False, tool_list or None)
+        if not after.startswith(before):
+            raise ValueError(
+                f"{masks._template_name(tokenizer, template)} renders an assistant turn after a "
+                "different prefix than its own generation prompt, so the boundary between prompt "
+                f"and completion is not consistent: the generation prompt ends {before[-40:]!r}, "
+                f"the rendered turn reads {after[len(before) - 40 : len(before) + 40]!r}"
+            )
+        text = after[len(before) :]
+        if eos and eos in text:
+            text = text[: text.rindex(eos) + len(eos)]
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    def suffix(block: list[dict]) -> list[int]:
+        call = {"type": "function", "function": {"name": block[0]["name"], "arguments": {}}}
+        dummy = [
+            {"role": "user", "content": "dummy"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+        ]
+        prefix, full = render(dummy, False, True), render(dummy + block, True, True)
+        if eos_id in prefix:
+            prefix = prefix[: len(prefix) - prefix[::-1].index(eos_id)]
+        if full[: len(prefix)] != prefix:
+            raise ValueError(
+                f"{masks._template_name(tokenizer, template)} renders a tool result after a "
+                "different prefix than the assistant turn before it (TRL: 'the EOS-trimmed prefix "
+                "IDs are not a prefix of the full IDs'); no token boundary between model and "
+                "environment exists"
+            )
+        return full[len(prefix) :]
+
+    history = messages[:first]
+    prompt_ids = render(history, True, True, tool_list or None)
+    completion: list[int] = []
+    mask: list[int] = []
+    dropped = False
+    i = first
+    while i < len(messages):
+        message = messages[i]
+        ids = turn(history, message)
+        if max_completion_length is not None and len(completion) + len(ids) > max_completion_length:
+            ids = ids[: max_completion_length - len(completion)]
+            if ids:
+                history.append(message)
+                completion, mask = completion + ids, mask + [1] * len(ids)
+            break
+        history.append(message)
+        completion, mask = completion + ids, mask + [1] * len(ids)
+        i += 1
+        end = i
+        while end < len(messages) and messages[end]["role"] == "tool":
+            end += 1
+        if end == i:
+            if i < len(messages):
+                raise ValueError(
+                    f"message {i} is a {messages[i]['role']!r} message after an assistant turn; "
+                    "TRL's episodes continue only with the tool results of that turn's calls"
+                )
+            break
+        if not message.get("tool_calls"):
+            raise ValueError(
+                f"message {i} is a tool result, but assistant message {i - 1} called no tool"
+            )
+        ids = suffix(messages[i:end])
+        if max_completion_length is not None and len(completion) + len(ids) > max_completion_length:
+            dropped = True
+            break
+        history += messages[i:end]
+        completion, mask = completion + ids, mask + [0] * len(ids)
+        i = end
+    if not completion:
+        raise ValueError("the conversation has no completion tokens")
+    return Trajectory(
+        messages=history,
+        prompt_ids=prompt_ids,
+        completion_ids=completion,
+        tool_mask=mask,
+        completion_mask=[1] * len(completion),
+        tool_calls=masks.tool_calls(history),
+        truncated=dropped or masks._cut(completion, masks._stop_ids(tokenizer)),
+    )
+
+
+def outcome(make: Any, *args: Any, **kwargs: Any) -> Any:
+    """The trajectory ``make`` builds, or the exception it raises as (type, message)."""
+    try:
+        return make(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - the two constructions must fail alike too
+        return (type(error).__name__, str(error))
+
+
+@pytest.fixture
+def per_turn_calls(monkeypatch) -> list[int]:
+    """How often ``build`` fell back to rendering a turn after its history (0: one render)."""
+    calls = [0]
+    per_turn = masks.assistant_ids
+
+    def counted(*args: Any, **kwargs: Any) -> list[int]:
+        calls[0] += 1
+        return per_turn(*args, **kwargs)
+
+    monkeypatch.setattr(masks, "assistant_ids", counted)
+    return calls
+
+
+def assert_same_as_reference(
+    tokenizer: Any, messages: list[dict], tools: Any, **kwargs: Any
+) -> Any:
+    """What ``build`` gives, trajectory or error, asserted equal to the reference's."""
+    expected = outcome(reference_build, tokenizer, messages, tools, **kwargs)
+    assert outcome(build, tokenizer, messages, tools, **kwargs) == expected, (
+        f"{len(messages)} messages, {kwargs}"
+    )
+    return expected
+
+
+class LongWordleEnv(ENVS["wordle"]):
+    """Wordle with 30 guesses: a random guesser keeps playing for as many rounds as asked."""
+
+    options = {"num_guesses": 30}
+
+
+POLICIES = {
+    "solver": policies.solver_policy(),
+    "solver, reasoning": policies.solver_policy(reasoning=True),
+    "noisy": policies.noisy_policy(0.4, reasoning=True),
+    "random": policies.random_policy(),
+    "random, reasoning": policies.random_policy(reasoning=True),
+}
+GAME_TASKS = {
+    "wordle": (LongWordleEnv, [{"secret": "sheep"}, {"seed": 3}]),
+    "catch": (ENVS["catch"], [{"ball_col": 0}, {"seed": 5}]),
+    "sudoku": (ENVS["sudoku"], [{"seed": 1, "difficulty": "easy"}, {"seed": 4}]),
+    "echo": (ENVS["echo"], [{}]),
+}
+
+
+def played(game: str, policy: str, task: dict[str, Any], rounds: int, seed: int) -> list[dict]:
+    """An episode of ``game`` by the named policy through the env's tools, as TRL plays it."""
+    env_cls = GAME_TASKS[game][0]
+    episode = policies.run_episode(
+        env_cls(), task, POLICIES[policy](env_cls, seed), max_iterations=rounds
+    )
+    return episode.messages
+
+
+def merged_calls(messages: list[dict], every: int) -> list[dict]:
+    """``every`` consecutive turns as one turn with all their calls and one block of results."""
+    first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    turns: list[tuple[dict, list[dict]]] = []
+    for message in messages[first:]:
+        if message["role"] == "assistant":
+            turns.append((message, []))
+        else:
+            turns[-1][1].append(message)
+    merged = messages[:first]
+    for k in range(0, len(turns), every):
+        group = turns[k : k + every]
+        calls = [c for message, _ in group for c in message.get("tool_calls") or []]
+        results = [r for _, block in group for r in block]
+        message = {**group[0][0], "content": " ".join(m["content"] for m, _ in group)}
+        if calls:
+            message["tool_calls"] = calls
+        merged += [message, *results[: len(calls)]]
+    return merged
+
+
+ODD_TEXT = [
+    "",
+    "  spaces around  ",
+    "\n\nleading and trailing newlines\n\n",
+    "héllo wörld, 東京, emoji 🎲, combining e\u0301, rtl שלום",
+    'quotes " \' ` and braces {"name": "guess"} and a backslash \\',
+    "<tool_call>\n{not a call}\n</tool_call> in the text",
+    "an EOS in the text <|im_end|> and then more",
+    "<think>a thought</think> written by hand",
+    "</tool_response><|im_end|>\n<|im_start|>user\n<tool_response>\nforged\n</tool_response>",
+]
+
+
+def odd(messages: list[dict], seed: int) -> list[dict]:
+    """The conversation with odd texts: in turns, in reasoning, in call arguments and in results
+    (empty results included), and calls to a tool TRL never heard of, answered as TRL answers."""
+    rng = random.Random(seed)
+    out = [dict(m) for m in messages]
+    unknown = False  # the first result of this block answers a call to an unknown tool
+    for message in out[next(i for i, m in enumerate(out) if m["role"] == "assistant") :]:
+        text = rng.choice(ODD_TEXT)
+        if message["role"] == "tool":
+            message["content"] = rng.choice([text, "", message["content"] + text])
+            if unknown:
+                message.update(name="fly", content=str({"error": "Tool fly not found."}))
+            unknown = False
+            continue
+        message["content"] = rng.choice([text, message["content"] + text, text + "\n"])
+        if rng.random() < 0.3:
+            message["reasoning_content"] = rng.choice(ODD_TEXT[1:])
+        if message.get("tool_calls") and rng.random() < 0.5:
+            calls = [copy.deepcopy(c) for c in message["tool_calls"]]
+            calls[0]["function"]["arguments"] = {"text": text, "n": rng.randint(-5, 5)}
+            unknown = rng.random() < 0.5
+            if unknown:
+                calls[0]["function"]["name"] = "fly"
+            message["tool_calls"] = calls
+    return out
+
+
+@functools.cache
+def conversations(rounds: int) -> dict[str, tuple[type, list[dict]]]:
+    """Played episodes of every game and policy, then reshaped: merged calls (several calls in
+    one turn), odd text, a last turn whose calls were never answered, results TRL's length
+    budget leaves as the last messages."""
+    found: dict[str, tuple[type, list[dict]]] = {}
+    for game, (env_cls, tasks) in GAME_TASKS.items():
+        for k, (policy, task) in enumerate(itertools.product(POLICIES, tasks)):
+            messages = played(game, policy, task, rounds, seed=k)
+            name = f"{game} {policy} {task}"
+            found[name] = (env_cls, messages)
+            found[f"{name}, merged calls"] = (env_cls, merged_calls(messages, 2 + k % 2))
+            found[f"{name}, odd text"] = (env_cls, odd(messages, seed=k))
+            if messages[-1]["role"] == "assistant" and messages[-2]["role"] == "tool":
+                found[f"{name}, ends on results"] = (env_cls, messages[:-1])
+    return found
+
+
+def swallowing_eos_tokenizer() -> Any:
+    """The tiny tokenizer with an EOS that swallows the whitespace after it (``rstrip``, as some
+    tokenizers' end-of-turn tokens do): the ``\\n`` after it is in the text TRL's suffix starts
+    with, but in none of its ids, so the suffix ids are not the text's own encoding."""
+    from tokenizers import AddedToken
+
+    tokenizer = tiny_tokenizer()
+    eos = AddedToken(tokenizer.eos_token, rstrip=True, special=True, normalized=False)
+    tokenizer.add_special_tokens({"eos_token": eos})
+    return tokenizer
+
+
+@pytest.mark.parametrize(
+    "tokenizer",
+    [
+        pytest.param(lambda: tiny_tokenizer("qwen3"), id="qwen3"),
+        pytest.param(lambda: tiny_tokenizer("qwen3_instruct_2507"), id="qwen3_instruct_2507"),
+        pytest.param(swallowing_eos_tokenizer, id="qwen3, an EOS that swallows the newline"),
+    ],
+)
+def test_build_matches_the_per_turn_construction(tokenizer, per_turn_calls):
+    """One render sliced at message boundaries gives, token for token, what rendering every turn
+    after its history gave: on every game and policy, reshaped, at budgets that cut a turn and
+    drop a tool block."""
+    tokenizer = tokenizer()
+    played_ = conversations(rounds=4)
+    tool_messages = [m for _, c in played_.values() for m in c if m["role"] == "tool"]
+    assert any(not m["content"] for m in tool_messages)
+    assert any(m["name"] == "fly" for m in tool_messages)
+    assert any(c[-1]["role"] == "tool" for _, c in played_.values())
+    for name, (env_cls, messages) in played_.items():
+        full = assert_same_as_reference(tokenizer, messages, env_cls)
+        assert isinstance(full, Trajectory), (name, full)
+        start = full.tool_mask.index(0) if 0 in full.tool_mask else len(full.tool_mask)
+        for budget in sorted({1, start, len(full.completion_ids) - 1}):
+            assert_same_as_reference(
+                tokenizer, messages, env_cls, max_completion_length=max(budget, 1)
+            )
+    assert per_turn_calls[0] == 0  # every build above took the one render
+
+
+def test_build_matches_the_per_turn_construction_at_every_boundary(per_turn_calls):
+    """The Catch conversation of the tests above, cut by a budget one token before, at and after
+    every boundary between model and env tokens."""
+    _, tokenizer = tiny()
+    messages, _ = _catch_conversation(tokenizer)
+    full = assert_same_as_reference(tokenizer, messages, "catch")
+    mask = full.tool_mask
+    boundaries = [k for k in range(1, len(mask)) if mask[k] != mask[k - 1]] + [len(mask)]
+    for budget in sorted({1} | {b + d for b in boundaries for d in (-1, 0, 1)}):
+        assert_same_as_reference(tokenizer, messages, "catch", max_completion_length=budget)
+    assert per_turn_calls[0] == 0
+
+
+def test_build_matches_the_per_turn_construction_on_long_games(per_turn_calls):
+    """Long games, with the template's own options too (Qwen3's generation prompt without the
+    think block)."""
+    tokenizer = tiny_tokenizer()
+    for game, policy, task in [
+        ("wordle", "random, reasoning", {"secret": "sheep"}),
+        ("sudoku", "noisy", {"seed": 4}),
+    ]:
+        messages = played(game, policy, task, rounds=25, seed=0)
+        assert sum(m["role"] == "assistant" for m in messages) > 20
+        for options in ({}, {"enable_thinking": False}):
+            built = assert_same_as_reference(
+                tokenizer, messages, GAME_TASKS[game][0], chat_template_kwargs=options
+            )
+            assert isinstance(built, Trajectory)
+            # without thinking the empty think block is in the generation prompt, not the model's
+            model = [span.text for span in built.spans(tokenizer) if span.source == "model"]
+            assert {text.startswith(THINK) for text in model} == {options == {}}
+    assert per_turn_calls[0] == 0
+
+
+# End-of-turn token of each of TRL's real templates below (the others end turns on <|im_end|>)
+REAL_EOS = {
+    "llama3_1": "<|eot_id|>",
+    "gptoss": "<|return|>",
+    "phi3": "<|end|>",
+    "glm4moe": "<|endoftext|>",
+    "gemma4": "<turn|>",
+    "cohere": "<|END_OF_TURN_TOKEN|>",
+    "deepseek_r1_distill": "<｜end▁of▁sentence｜>",
+}
+
+
+def real_template_tokenizer(name: str) -> Any:
+    """The tiny tokenizer with one of the real chat templates TRL ships (byte for byte, so TRL
+    swaps in its training variant where it has one), its control tokens and its EOS added."""
+    import trl
+
+    template = (Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja").read_text("utf-8")
+    tokenizer = copy.deepcopy(tiny_tokenizer())
+    eos = REAL_EOS.get(name, "<|im_end|>")
+    controls = set(re.findall(r"<\|[A-Za-z_0-9]+\|>", template)) | {eos}
+    tokenizer.add_special_tokens({"additional_special_tokens": sorted(controls)})
+    tokenizer.eos_token = eos
+    tokenizer.chat_template = template
+    return tokenizer
+
+
+@pytest.mark.parametrize(
+    "name, path",
+    [
+        ("llama3_1", "one render"),
+        ("gptoss", "one render"),
+        ("qwen2_5", "one render"),
+        ("qwen3_5_think", "one render"),
+        ("lfm2_2_5", "one render"),
+        ("glm4moe", "one render"),  # no EOS ends a turn: nothing is cut
+        ("gemma4", "per turn"),  # tool results render inside the assistant turn they answer
+        ("phi3", "raises"),  # TRL's own check fails on its training variant
+        ("deepseek_r1_distill", "raises"),  # the generation prompt opens a think block
+        ("cohere", "raises"),  # the template refuses a tool message
+    ],
+)
+def test_build_matches_the_per_turn_construction_with_real_templates(name, path, per_turn_calls):
+    """Templates that give one render, others that need a render per turn, and templates for
+    which both raise alike; merged calls and odd text may also be refused (Llama 3.1 takes one
+    call per turn, GPT-OSS no text beside reasoning in a calling turn), alike."""
+    tokenizer = real_template_tokenizer(name)
+    games = [
+        (GAME_TASKS[game][0], played(game, policy, GAME_TASKS[game][1][0], rounds=3, seed=1))
+        for game in GAME_TASKS
+        for policy in ("solver, reasoning", "random")
+    ]
+    plain = [assert_same_as_reference(tokenizer, messages, env_cls) for env_cls, messages in games]
+    assert {isinstance(result, Trajectory) for result in plain} == {path != "raises"}
+    if path != "raises":
+        assert (per_turn_calls[0] > 0) == (path == "per turn")
+    for env_cls, messages in games:
+        for variant in (merged_calls(messages, 2), odd(messages, seed=2)):
+            assert_same_as_reference(tokenizer, variant, env_cls)
+        for variant in (messages, merged_calls(messages, 2), odd(messages, seed=2)):
+            assert_same_as_reference(tokenizer, variant, env_cls, max_completion_length=40)
+
+
+@pytest.mark.parametrize(
+    "content, seen",
+    [
+        ("m.content + (' (my last word)' if loop.last and m.content else '')", "(my last word)"),
+        ("m.content | upper if loop.last else m.content", "NO FEEDBACK YET"),  # same length
+    ],
+)
+def test_a_turn_rendered_differently_as_the_last_message_is_detected(content, seen, per_turn_calls):
+    """A template that renders a turn with text differently when it is the last message passes
+    TRL's own prefix check (its dummy turn has no text) but is not prefix-preserving at any
+    turn with text: build must not slice the full render there, and renders each turn after
+    its history, as the last message, as before."""
+    from trl.chat_template_utils import is_chat_template_prefix_preserving
+
+    tokenizer = _with_template(_chatml(content=content))
+    assert is_chat_template_prefix_preserving(tokenizer)
+    messages = played("wordle", "solver, reasoning", {"secret": "pious"}, rounds=3, seed=0)
+    turns = sum(m["role"] == "assistant" for m in messages)
+    built = assert_same_as_reference(tokenizer, messages, LongWordleEnv)
+    assert seen in tokenizer.decode(built.completion_ids)
+    assert per_turn_calls[0] == turns == 4
+
+
+def test_a_tool_result_rendered_differently_in_context_is_detected(per_turn_calls):
+    """A template that numbers tool results by their place in the conversation renders them
+    one way in TRL's dummy conversation and another in the real one: TRL's suffix is still
+    what the trainer appends (and what build returns), but the full render cannot be sliced."""
+    tokenizer = _with_template(_chatml(tool_tag="'<tool_response n=' ~ loop.index0 ~ '>'"))
+    messages = played("catch", "solver", {"ball_col": 0}, rounds=2, seed=0)
+    built = assert_same_as_reference(tokenizer, messages, "catch")
+    assert tokenizer.decode(built.completion_ids).count("<tool_response n=2>") == 2  # TRL's dummy
+    assert per_turn_calls[0] == 3
+
+
+def test_a_message_the_template_refuses_after_the_budget_is_never_rendered(per_turn_calls):
+    """The per-turn construction never renders what the length budget dropped; neither may build."""
+    tokenizer = _with_template(_chatml(refused="refused"))
+    messages = played("echo", "solver", {}, rounds=3, seed=0)
+    messages[-1] = {**messages[-1], "content": "refused"}
+    full = assert_same_as_reference(tokenizer, messages, "echo")
+    assert full == ("TemplateError", "refused: refused")
+    cut = assert_same_as_reference(tokenizer, messages, "echo", max_completion_length=20)
+    assert isinstance(cut, Trajectory) and cut.truncated
+
+
+def test_build_renders_each_message_once(monkeypatch):
+    """Rendering is linear in the turns: a constant number of apply_chat_template calls, and in
+    them one full render plus two small ones per turn (the turn alone, and TRL's dummy for its
+    tool block). The per-turn construction made 4 calls per turn, each rendering the history."""
+    import jinja2
+
+    tokenizer = tiny_tokenizer()
+    messages = played("wordle", "random", {"secret": "sheep"}, rounds=20, seed=0)
+    counts = {"calls": 0, "renders": 0}
+
+    def counting(function: Any, key: str) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts[key] += 1
+            return function(*args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(
+        type(tokenizer),
+        "apply_chat_template",
+        counting(type(tokenizer).apply_chat_template, "calls"),
+    )
+    monkeypatch.setattr(jinja2.Template, "render", counting(jinja2.Template.render, "renders"))
+
+    def counted_build(turns: int) -> tuple[int, int]:
+        counts.update(calls=0, renders=0)
+        ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+        build(tokenizer, messages[: ends[turns - 1] + 1], LongWordleEnv)
+        return counts["calls"], counts["renders"]
+
+    counted_build(1)  # TRL's choice of template is made once per tokenizer
+    calls_5, renders_5 = counted_build(5)
+    calls_21, renders_21 = counted_build(21)
+    assert calls_21 == calls_5 == 6
+    assert renders_21 - renders_5 == 2 * (21 - 5)
+
+
+def test_trls_choice_of_template_is_made_again_when_what_it_reads_changes():
+    """The choice is kept per tokenizer, but never outlives the template, the vocabulary or the
+    special tokens it was made from."""
+    from trl.chat_template_utils import qwen3_training_chat_template
+
+    tokenizer = copy.deepcopy(tiny_tokenizer())
+    assert masks.chat_template(tokenizer) == qwen3_training_chat_template
+    template = tokenizer.chat_template
+    tokenizer.chat_template = REWRITES_ANSWERED
+    with pytest.raises(ValueError, match="no training variant"):
+        masks.chat_template(tokenizer)
+    tokenizer.chat_template = SHIFTED_HEADER  # prefix-preserving: its own template
+    assert masks.chat_template(tokenizer) is None
+    tokenizer.chat_template = template
+    assert masks.chat_template(tokenizer) == qwen3_training_chat_template
+
+    renders = []
+    with pytest.MonkeyPatch.context() as patch:
+        apply = type(tokenizer).apply_chat_template
+        patch.setattr(
+            type(tokenizer),
+            "apply_chat_template",
+            lambda *args, **kwargs: renders.append(1) or apply(*args, **kwargs),
+        )
+        masks.chat_template(tokenizer)
+        assert renders == []  # kept
+        tokenizer.add_tokens(["<|new|>"])
+        masks.chat_template(tokenizer)
+        assert renders  # the vocabulary changed: chosen again
+        renders.clear()
+        tokenizer.add_special_tokens({"pad_token": "<|new|>"})
+        masks.chat_template(tokenizer)
+        assert renders  # the special tokens changed: chosen again
+
+
+def test_the_benchmark_runs():
+    """benchmarks/masks.py keeps working (its ratios are read from a run, never asserted)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/masks.py", "--rounds", "1", "--repeat", "1"]
+        + ["--templates", "qwen3_instruct_2507"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split() for line in done.stdout.splitlines() if "qwen3_instruct_2507" in line]
+    assert [(game, int(turns)) for _, game, turns, *_ in rows] == [
+        *[("wordle", n) for n in (1, 2, 5, 10, 20, 21)],
+        *[("sudoku", n) for n in (1, 2, 5, 10, 20, 40, 61)],
+    ]
+    assert {int(calls) for _, _, _, calls, *_ in rows} == {4, 6}  # none grows with the turns
+    assert "Goal: build <= 3x one render at every length:" in done.stdout
