@@ -9,9 +9,9 @@ Task: ``reset(secret="crane")`` or ``reset(seed=n)``; a bare ``reset()`` draws a
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any
 
-from kit.serve.base import TextArenaEnvironment
+from kit.serve.base import KitObservation, TextArenaEnvironment
 
 _GUESS = re.compile(r"\[[A-Za-z]{5}\]")
 
@@ -21,9 +21,10 @@ class WordleEnvironment(TextArenaEnvironment):
     env_id = "Wordle-v0"
     public = ("guesses", "feedbacks", "max_guesses", "word_length")
     hidden = ("secret",)
-    SIGNALS: ClassVar[tuple[str, ...]] = ("greens", "yellows", "repetitions", "correct")
 
-    def reset(self, seed=None, episode_id=None, **task):  # type: ignore[no-untyped-def]
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **task: Any
+    ) -> KitObservation:
         self._guess_counts: dict[str, int] = {}  # a new episode forgets the guesses it counted
         return super().reset(seed, episode_id, **task)
 
