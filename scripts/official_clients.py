@@ -161,17 +161,15 @@ def load_openenv_servers(repo: Path, workdir: Path) -> SimpleNamespace:
     """
     load_openenv_clients(repo, workdir)
     for name, revision in PACKAGES.items():
-        folder = f"envs/{name}/server"
-        (workdir / name / "server").mkdir(parents=True, exist_ok=True)
+        # Beside the client package already imported (perhaps from an earlier workdir), so that
+        # `<name>.server` resolves inside it.
+        folder, package = f"envs/{name}/server", Path(sys.modules[name].__file__).parent
+        (package / "server").mkdir(exist_ok=True)
         for file in _list(repo, revision, folder):
-            (workdir / name / "server" / file).write_text(read(repo, revision, f"{folder}/{file}"))
-    sys.path.insert(0, str(workdir))
-    try:
-        textarena = importlib.import_module("textarena_env.server.environment")
-        openspiel = importlib.import_module("openspiel_env.server.openspiel_environment")
-        echo = importlib.import_module("echo_env.server.echo_environment")
-    finally:
-        sys.path.remove(str(workdir))
+            (package / "server" / file).write_text(read(repo, revision, f"{folder}/{file}"))
+    textarena = importlib.import_module("textarena_env.server.environment")
+    openspiel = importlib.import_module("openspiel_env.server.openspiel_environment")
+    echo = importlib.import_module("echo_env.server.echo_environment")
     ta_models = importlib.import_module("textarena_env.models")
     os_models = importlib.import_module("openspiel_env.models")
     echo_models = importlib.import_module("echo_env.models")
