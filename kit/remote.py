@@ -35,6 +35,7 @@ try:
     from openenv.core.env_client import EnvClient
     from websockets.exceptions import ConnectionClosed
 
+    from kit.serve import ENVIRONMENTS
     from kit.serve.base import BOOKKEEPING, KitAction, KitObservation, KitState, OfficialReader
 except ImportError as error:  # the serve extra is optional; the rest of the kit does not need it
     raise ImportError("kit.remote needs OpenEnv: pip install 'kit[serve]'") from error
@@ -197,8 +198,6 @@ class RemoteGame:
                 "the game with kit.serve to choose the board)",
                 stacklevel=4,
             )
-        from kit.serve import ENVIRONMENTS
-
         self._official = ENVIRONMENTS[self._game_name].reader()
         self._episode_id = self._connection.episode_id = object()  # official replies carry none
         self._game = {}

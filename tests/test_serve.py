@@ -140,8 +140,6 @@ def test_the_command_line_serves_a_game(tmp_path: Path) -> None:
 
 # -- kit.remote on servers that speak only the official schema ---------------------------------
 
-KIT_FIELDS = ("text",)
-
 
 class _Official:
     """Mixin: a kit environment stripped to its official schema, ignoring the task it is given."""

@@ -141,7 +141,6 @@ class KitEnvironment(Environment[KitAction, KitObservation, KitState]):
         self._task: dict[str, Any] = {}
         self._episode_id: str | None = None
         self._step_count = 0
-        self._transcript: list[str] = []  # every text of this episode, for cumulative views
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **task: Any
@@ -154,7 +153,6 @@ class KitEnvironment(Environment[KitAction, KitObservation, KitState]):
         text = game.reset(**task)  # raises on a bad task before anything of the old episode changes
         self._game, self._task, self._step_count = game, task, 0
         self._episode_id = episode_id or uuid.uuid4().hex
-        self._transcript = [text]
         return self._observe(text, game.reward, game.done, {}, action=None)
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> KitObservation:
@@ -163,7 +161,6 @@ class KitEnvironment(Environment[KitAction, KitObservation, KitState]):
             self.reset()  # as the official servers do: a step before any reset plays a drawn board
         step = self._game.step(move)
         self._step_count += 1
-        self._transcript.append(step.observation)
         return self._observe(step.observation, step.reward, step.done, step.info, action=move)
 
     def move(self, action: Action) -> str:
@@ -238,13 +235,14 @@ class TextArenaEnvironment(KitEnvironment):
     reader: ClassVar[type[OfficialReader]]  # set below: the class is defined after this one
     env_id: ClassVar[str]  # TextArena's id, e.g. "Wordle-v0"
     _last: tuple[float, dict[str, Any]] = (0.0, {})  # the last step's reward and info, for state
+    _transcript = ""  # the episode's whole text so far: what TextArena's one message holds
 
     def official(
         self, text: str, reward: float, done: bool, info: dict[str, Any], action: str | None
     ) -> dict[str, Any]:
-        transcript = "".join(self._transcript)
-        # TextArena's turn counts accepted moves; its prompt is the first observation until then.
-        turn = self._game.num_steps - self._game.invalid_moves
+        transcript = self._transcript = text if action is None else self._transcript + text
+        # TextArena's prompt is the first observation until the first accepted move.
+        turn = self._turn()
         signals = self.reward_signals(action, transcript, reward) if action is not None else {}
         message = {"sender_id": -1, "content": transcript, "category": "MESSAGE"}
         metadata: dict[str, Any] = {"env_id": self.env_id, "turn": turn, "raw_messages": [message]}
@@ -260,15 +258,18 @@ class TextArenaEnvironment(KitEnvironment):
         }
 
     def official_state(self) -> dict[str, Any]:
-        game = self._game
-        turn = game.num_steps - game.invalid_moves if game is not None else 0
         last_reward, last_info = self._last
         return {
             "env_id": self.env_id,
-            "turn": turn,
+            "turn": self._turn(),
             "last_reward": last_reward,
             "last_info": last_info,
         }
+
+    def _turn(self) -> int:
+        """TextArena's turn: the moves accepted so far (an invalid move does not advance it)."""
+        game = self._game
+        return game.num_steps - game.invalid_moves if game is not None else 0
 
     def reward_signals(self, action: str, transcript: str, reward: float) -> dict[str, float]:
         """The official server's per-step auxiliary rewards (``metadata["reward_signals"]``)."""

@@ -75,9 +75,7 @@ class CatchEnvironment(KitEnvironment):
             return action.message
         params = action.game_params
         board = {"rows": self.options.get("rows", 10), "columns": self.options.get("columns", 5)}
-        if any(board.get(key, value) != value for key, value in params.items()) or not set(
-            params
-        ) <= set(board):
+        if not set(params) <= set(board) or any(board[key] != params[key] for key in params):
             raise ValueError(f"this server plays catch with {board}, not game_params={params}")
         if action.action_id not in range(len(ACTIONS)):
             raise ValueError(
