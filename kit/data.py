@@ -26,27 +26,29 @@ Catch holds out whole boards: its eval tasks are played on board heights no trai
 guesses only train secrets, so that not even a probe shows an eval secret), and
 ``python -m kit.data --write`` refuses to write an SFT set that leaks.
 
+Nothing here knows a game by name: each game's prompt, tasks and splits, turn limit, closing
+text, leak check and SFT options come from its ``GameSpec`` (``kit.registry``; the built-in
+games' are in ``kit/builtin/``), so a registered game of your own gets all of the above.
+
 The shipped files are rebuilt, byte for byte, with ``python -m kit.data --write data/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
-import re
 import tempfile
 import textwrap
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
+from kit import registry
 from kit.envs import ENVS
-from kit.games import make
-from kit.games.sudoku import DIFFICULTIES, solutions
-from kit.games.wordle import secrets
 from kit.paths import data_dir
 from kit.solvers.policies import (
     Message,
@@ -56,91 +58,55 @@ from kit.solvers.policies import (
     run_episode,
     tool_schemas,
 )
-from kit.solvers.sudoku import _last_board as _sudoku_board
 
 SPLITS = ("train", "eval")
 SPLIT_SEED = 0  # the seed of every split below: changing it changes the held-out set
-WORDLE_EVAL_SIZE = 31  # a fifth of the 156 secrets
-SUDOKU_EVAL_SIZE = 50
-SUDOKU_EVAL_SEED_BASE = 1_000_000  # eval puzzles come from seeds 1_000_000, 1_000_001, ...
-SUDOKU_DIFFICULTY = "default"  # Sudoku-v0's 60 clues
-# Catch's tasks are (board height, ball column) on OpenSpiel's 5 columns. Eval heights are never
-# trained on; 12 rows (11 moves) is the tallest board whose game fits the 1,024-token budget.
-CATCH_COLUMNS = 5
-CATCH_TRAIN_ROWS = (5, 6, 7, 9, 11, 12)
-CATCH_EVAL_ROWS = (8, 10)
 
 SYSTEM_PROMPT = (
     "You are playing a game through tools. Make one tool call per turn and read its result "
     "before the next move. When the game is over, stop calling tools and answer in one short "
     "sentence."
 )
-USER_PROMPTS = {
-    "wordle": (
-        "Let's play Wordle. Guess the secret word with the guess tool; each result scores your "
-        "letters. The game says:\n\n"
-    ),
-    "catch": (
-        "Let's play Catch. The ball (o) falls one row per move; move the paddle (x, bottom row) "
-        "with move (LEFT or RIGHT) or stay so that it ends under the ball. The board:\n\n"
-    ),
-    "sudoku": (
-        "Let's play Sudoku. Fill the empty cells with the place tool, one digit per call; rows "
-        "and columns are numbered 1 to 9. The game says:\n\n"
-    ),
-    "echo": "Send one short, friendly message with the echo tool, then stop.\n\n",
-}
-# Tool-calling rounds an episode may take (TRL's max_tool_calling_iterations): the game's own
-# bound plus room for invalid moves; Echo never ends, and its prompt asks for one message.
-TURN_LIMITS = {"wordle": 12, "catch": 20, "sudoku": 150, "echo": 1}
+# Each game's own values (its GameSpec, kit/builtin/<game>.py), by name; games registered later
+# are in them too.
+USER_PROMPTS = registry.View("prompt")
+# Tool-calling rounds an episode may take (TRL's max_tool_calling_iterations).
+TURN_LIMITS = registry.View("turn_limit")
 # The shipped SFT sets: how ``python -m kit.data --write`` makes each (see the dataset cards).
-SHIPPED_SFT: dict[str, dict[str, Any]] = {
-    "wordle": {"num_games": 300, "seed": 0, "noise": 0.0},
-    # No reasoning text for Catch: the tiny model cannot read the ball's column off the board
-    # reliably, so its stated reasons were guesses; without them a turn is about 25 tokens
-    # instead of 60, every training board's game fits the 1,024-token budget, and GRPO steps
-    # cost half as much (README, "Does it learn?").
-    "catch": {"num_games": 200, "seed": 0, "noise": 0.0, "reasoning": False},
-    "sudoku": {"num_games": 200, "seed": 0, "noise": 0.0, "difficulty": "very-easy"},
-    "echo": {"num_games": 200, "seed": 0, "noise": 0.0},
+SHIPPED_SFT = registry.View("sft")
+# What each game's eval split holds out, and how its training data differs: one line per game,
+# for tables and cards (a win rate means little until one knows what it was measured on).
+HELD_OUT = registry.View("held_out")
+
+# Names that moved to their game's module, still importable from here: module -> names.
+_MOVED = {
+    "kit.builtin.wordle": ("WORDLE_EVAL_SIZE", "wordle_secrets"),
+    "kit.builtin.catch": ("CATCH_COLUMNS", "CATCH_TRAIN_ROWS", "CATCH_EVAL_ROWS"),
+    "kit.builtin.sudoku": ("SUDOKU_EVAL_SIZE", "SUDOKU_EVAL_SEED_BASE", "SUDOKU_DIFFICULTY"),
 }
 
 
-def _listing(values: Iterable[Any]) -> str:
+def __getattr__(name: str) -> Any:
+    # Lazily: the game modules import this one.
+    for module, moved in _MOVED.items():
+        if name in moved:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def listing(values: Iterable[Any]) -> str:
+    """``1, 2 and 3``: values as a sentence lists them."""
     items = [str(value) for value in values]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-# What each game's eval split holds out, and how its training data differs: one line per game,
-# for tables and cards (a win rate means little until one knows what it was measured on).
-HELD_OUT: dict[str, str] = {
-    "wordle": (
-        f"{WORDLE_EVAL_SIZE} of the {len(secrets())} secrets, never a task, a guess or any word "
-        f"of a training set (the SFT solver guesses only the "
-        f"{len(secrets()) - WORDLE_EVAL_SIZE} train secrets)"
-    ),
-    "catch": (
-        f"board heights {_listing(CATCH_EVAL_ROWS)} (OpenSpiel's default of {make('catch').rows} "
-        f"among them), every column of {CATCH_COLUMNS}; training plays heights "
-        f"{_listing(CATCH_TRAIN_ROWS)} only"
-    ),
-    "sudoku": (
-        f"{SUDOKU_EVAL_SIZE} fixed puzzles at the {SUDOKU_DIFFICULTY} difficulty "
-        f"({DIFFICULTIES[SUDOKU_DIFFICULTY][1]} clues), never a training puzzle; the SFT games "
-        f"are {SHIPPED_SFT['sudoku']['difficulty']} "
-        f"({DIFFICULTIES[SHIPPED_SFT['sudoku']['difficulty']][1]} clues)"
-    ),
-    "echo": "nothing to hold out: Echo has no task",
-}
-
-
 def _check_game(game: str) -> str:
-    if game not in ENVS:
-        raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
+    registry.game(game)  # ValueError for an unknown game
     return game
 
 
-def _check_split(split: str) -> str:
+def check_split(split: str) -> str:
+    """``split`` if it is one of ``SPLITS``, else ``ValueError``."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
     return split
@@ -163,50 +129,22 @@ def prompt(game: str) -> list[Message]:
 
 # -- splits ---------------------------------------------------------------------------------------
 def make_splits() -> dict[str, Any]:
-    """Compute the splits from scratch (what ``data/splits`` holds): Wordle's secrets shuffled
-    with ``random.Random(SPLIT_SEED)``, the first ``WORDLE_EVAL_SIZE`` held out; Sudoku's eval
-    puzzles from seeds ``SUDOKU_EVAL_SEED_BASE + i``."""
-    words = list(secrets())
-    random.Random(SPLIT_SEED).shuffle(words)
-    held_out = sorted(words[:WORDLE_EVAL_SIZE])
-    train = sorted(words[WORDLE_EVAL_SIZE:])
-    puzzles = []
-    for i in range(SUDOKU_EVAL_SIZE):
-        game = make("sudoku")
-        game.reset(seed=SUDOKU_EVAL_SEED_BASE + i, difficulty=SUDOKU_DIFFICULTY)
-        puzzles.append(game.puzzle)
-    catch = {
-        split: [{"rows": rows, "ball_col": col} for rows in heights for col in range(CATCH_COLUMNS)]
-        for split, heights in (("train", CATCH_TRAIN_ROWS), ("eval", CATCH_EVAL_ROWS))
-    }
+    """Compute the built-in games' splits from scratch (what ``data/splits`` holds), each with
+    its ``GameSpec.splits``: e.g. Wordle's secrets shuffled with ``random.Random(SPLIT_SEED)``."""
     return {
-        "wordle": {"seed": SPLIT_SEED, "train": train, "eval": held_out},
-        "catch": {"columns": CATCH_COLUMNS, **catch},
-        "sudoku": {
-            "difficulty": SUDOKU_DIFFICULTY,
-            "eval_seeds": [SUDOKU_EVAL_SEED_BASE, SUDOKU_EVAL_SEED_BASE + SUDOKU_EVAL_SIZE - 1],
-            "eval": puzzles,
-        },
+        name: registry.game(name).splits()
+        for name in registry.BUILTIN
+        if registry.game(name).splits is not None
     }
 
 
 @cache
-def _splits() -> dict[str, Any]:
-    path = data_dir() / "splits"
-    return {
-        name: json.loads((path / f"{name}.json").read_text(encoding="utf-8"))
-        for name in ("wordle", "sudoku", "catch")
-    }
-
-
-def wordle_secrets(split: str) -> tuple[str, ...]:
-    """The Wordle secrets of a split (``data/splits/wordle.json``): train 125, eval 31."""
-    return tuple(_splits()["wordle"][_check_split(split)])
+def load_split(name: str) -> dict[str, Any]:
+    """The shipped split file ``data/splits/<name>.json`` (read once)."""
+    return json.loads((data_dir() / "splits" / f"{name}.json").read_text(encoding="utf-8"))
 
 
 # -- held out means held out ----------------------------------------------------------------------
-_CATCH_ROW = re.compile(r"[.ox]+")
-_LETTERS = re.compile(r"[a-z]+")
 _TASK_COLUMNS = ("secret", "ball_col", "rows", "columns", "seed", "puzzle")
 
 
@@ -214,7 +152,8 @@ def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """What in ``rows`` (SFT rows or task rows of ``game``) shows an eval task; [] if nothing.
 
     Why: a win rate on the eval split says something about learning only if the model never saw
-    an eval task in any form, as a task, an answer or a guess. Checked per game (``HELD_OUT``):
+    an eval task in any form, as a task, an answer or a guess. Each game checks its own way
+    (``GameSpec.leaks``, ``HELD_OUT``); e.g.:
 
     * Wordle: no eval secret as a whole word, in any case, in any string of the row (messages,
       tool call arguments, the tools column, the task).
@@ -222,85 +161,40 @@ def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
       itself an eval height), and no board drawn in a user or tool message of that height.
     * Sudoku: no task puzzle, and no board in a user message, equal to an eval puzzle.
     * Echo: no task to leak, so a row carrying task columns is reported.
+
+    A game without a check of its own gets ``eval_task_leaks``: no row's task is an eval task.
     """
-    check = {"wordle": _wordle_leaks, "catch": _catch_leaks, "sudoku": _sudoku_leaks}.get(
-        _check_game(game), _echo_leaks
-    )
+    spec = registry.game(game)
+    check = spec.leaks or partial(eval_task_leaks, game)
     return [f"row {i}: {leak}" for i, row in enumerate(rows) for leak in check(row)]
 
 
-def _task_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The reset columns of an SFT row (its ``task``) or of a task row (its own columns)."""
+def eval_task_leaks(game: str, row: Mapping[str, Any]) -> Iterator[str]:
+    """The default leak check: the row's task is one of ``game``'s eval tasks."""
+    spec = registry.game(game)
+    task = task_of(row, spec.env.task_keys + spec.env.setting_keys)
+    if any(task == spec.task(value)[0] for value in spec.tasks("eval") or ()):
+        yield f"task {task} is an eval task"
+
+
+def task_of(row: Mapping[str, Any], columns: Sequence[str] = _TASK_COLUMNS) -> dict[str, Any]:
+    """The reset columns of an SFT row (its ``task``) or of a task row (its ``columns``)."""
     if row.get("task") is not None:
         return dict(row["task"])
-    return {key: row[key] for key in _TASK_COLUMNS if row.get(key) is not None}
+    return {key: row[key] for key in columns if row.get(key) is not None}
 
 
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+def row_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
     """Every string in a row, keys included, with where it sits (``messages[2].content``)."""
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _strings(key, f"{path}.{key} (key)")
-            yield from _strings(item, f"{path}.{key}")
+            yield from row_strings(key, f"{path}.{key} (key)")
+            yield from row_strings(item, f"{path}.{key}")
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from _strings(item, f"{path}[{i}]")
-
-
-def _wordle_leaks(row: Mapping[str, Any]) -> Iterator[str]:
-    held_out = set(wordle_secrets("eval"))
-    for key, value in row.items():
-        for path, text in _strings(value, str(key)):
-            for word in sorted(set(_LETTERS.findall(text.lower())) & held_out):
-                yield f"eval secret {word!r} in {path}"
-
-
-def _catch_leaks(row: Mapping[str, Any]) -> Iterator[str]:
-    heights = {task["rows"] for task in _splits()["catch"]["eval"]}
-    task = _task_of(row)
-    rows = task.get("rows", make("catch").rows)
-    if rows in heights:
-        default = "" if "rows" in task else " (no rows: the default board)"
-        yield f"task {task} is on an eval board height, {rows} rows{default}"
-    messages = row.get("messages") or []
-    if messages and not any(_board_heights(m["content"]) for m in messages if m["role"] == "user"):
-        yield "no board in the user message to check"
-    for i, message in enumerate(messages):
-        if message["role"] in ("user", "tool"):
-            for height in sorted(set(_board_heights(str(message["content"]))) & heights):
-                yield f"messages[{i}] draws a board of an eval height, {height} rows"
-
-
-def _board_heights(text: str) -> list[int]:
-    """The number of lines of each Catch board drawn in ``text``."""
-    heights, run = [], 0
-    for line in text.splitlines() + [""]:
-        if _CATCH_ROW.fullmatch(line):
-            run += 1
-        elif run:
-            heights, run = heights + [run], 0
-    return heights
-
-
-def _sudoku_leaks(row: Mapping[str, Any]) -> Iterator[str]:
-    held_out = set(_splits()["sudoku"]["eval"])
-    puzzle = _task_of(row).get("puzzle")
-    if puzzle in held_out:
-        yield f"task puzzle {puzzle} is an eval puzzle"
-    for i, message in enumerate(row.get("messages") or []):
-        if message["role"] == "user":
-            board = _sudoku_board(str(message["content"]))
-            shown = None if board is None else "".join(str(v) if v else "." for v in board)
-            if shown in held_out:
-                yield f"messages[{i}] shows the eval puzzle {shown}"
-
-
-def _echo_leaks(row: Mapping[str, Any]) -> Iterator[str]:
-    task = _task_of(row)
-    if task:
-        yield f"echo has no task, yet the row carries {task}"
+            yield from row_strings(item, f"{path}[{i}]")
 
 
 # -- tasks ----------------------------------------------------------------------------------------
@@ -330,6 +224,7 @@ class TaskProvider:
     Default sizes: train = the 125 train secrets / Catch's 30 train boards and columns / 200
     Sudoku puzzles / 100 Echo prompts; eval = the 31 held-out secrets / Catch's 10 held-out
     boards and columns / the 50 eval puzzles / 20.
+    Where they come from is the game's (``GameSpec.tasks``, ``draw``, ``task`` and ``sizes``).
     A split with a fixed list of tasks is cycled through, reshuffled on each pass, when
     ``num_tasks`` exceeds it. The first ``k`` tasks do not depend on ``num_tasks``.
 
@@ -339,12 +234,6 @@ class TaskProvider:
     policy that cannot learn from one that cannot see). Games whose tasks are drawn afresh
     (Sudoku's train split, Echo) have no list to select from and refuse it.
     """
-
-    _SIZES = {
-        ("sudoku", "train"): 200,
-        ("echo", "train"): 100,
-        ("echo", "eval"): 20,
-    }
 
     def __init__(
         self,
@@ -356,30 +245,27 @@ class TaskProvider:
         where: Mapping[str, Any] | None = None,
     ) -> None:
         self.game = _check_game(game)
-        self.split = _check_split(split)
+        self.split = check_split(split)
+        self.spec = spec = registry.game(game)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an int, got {seed!r}")
-        if difficulty is not None and (game, split) != ("sudoku", "train"):
+        fixed = spec.tasks(split)
+        if difficulty is not None and (spec.difficulty is None or fixed is not None):
             raise ValueError(
-                "difficulty applies to Sudoku's train split only (its eval puzzles are fixed)"
+                f"difficulty applies to tasks drawn afresh, of a game with difficulties (such "
+                f"as Sudoku's train split); {game}'s {split} tasks have none"
             )
+        if fixed is None and spec.draw is None:
+            raise ValueError(f"{game} has no {split} tasks: its GameSpec has no list nor draw")
         self.seed = seed
-        self.difficulty = difficulty or SUDOKU_DIFFICULTY
+        self.difficulty = difficulty or spec.difficulty
         self.where = dict(where or {})
-        self._pool = self._select(self._fixed())
+        self._pool = self._select(None if fixed is None else list(fixed))
         pool = self._pool
-        default = len(pool) if pool is not None else self._SIZES[game, split]
+        default = len(pool) if pool is not None else spec.sizes.get(split)
+        if num_tasks is None and default is None:
+            raise ValueError(f"{game}'s {split} tasks are drawn afresh: say how many (num_tasks)")
         self.num_tasks = default if num_tasks is None else _check_count("num_tasks", num_tasks)
-
-    def _fixed(self) -> list[Any] | None:
-        """The split's fixed list of distinct tasks, or None where tasks are drawn afresh."""
-        if self.game == "wordle":
-            return list(wordle_secrets(self.split))
-        if self.game == "catch":
-            return [dict(task) for task in _splits()["catch"][self.split]]
-        if self.game == "sudoku" and self.split == "eval":
-            return list(_splits()["sudoku"]["eval"])
-        return None
 
     def _select(self, pool: list[Any] | None) -> list[Any] | None:
         if not self.where:
@@ -415,32 +301,16 @@ class TaskProvider:
 
     def _values(self, rng: random.Random) -> Iterator[Any]:
         pool = self._pool
-        if pool is not None:
-            while True:
-                order = pool[:]
-                rng.shuffle(order)
-                yield from order
-        elif self.game == "sudoku":
-            seen = set(_splits()["sudoku"]["eval"])  # held out, and then every puzzle dealt
-            while True:
-                game = make("sudoku")
-                game.reset(seed=rng.randrange(SUDOKU_EVAL_SEED_BASE), difficulty=self.difficulty)
-                if game.puzzle not in seen:
-                    seen.add(game.puzzle)
-                    yield game.puzzle
-        else:
-            while True:
-                yield None
+        if pool is None:
+            yield from self.spec.draw(rng, self.difficulty)
+        while True:
+            order = pool[:]
+            rng.shuffle(order)
+            yield from order
 
     def _task(self, value: Any) -> Task:
-        game = self.game
-        if game == "wordle":
-            return Task(game, prompt(game), {"secret": value}, value)
-        if game == "catch":
-            return Task(game, prompt(game), dict(value), str(value["ball_col"]))
-        if game == "sudoku":
-            return Task(game, prompt(game), {"puzzle": value}, solutions(value, 1)[0])
-        return Task(game, prompt(game), {}, "")
+        columns, ground_truth = self.spec.task(value)
+        return Task(self.game, prompt(self.game), columns, ground_truth)
 
     def to_hf_dataset(self, environment_column: bool = False) -> Any:
         """A ``datasets.Dataset`` of the tasks' rows (``prompt`` + task columns)."""
@@ -487,19 +357,14 @@ def mixture_dataset(
 
 
 # -- SFT ------------------------------------------------------------------------------------------
-def _closing(game: str, env: Any) -> str:
-    """The final assistant message: what the last observation shows about how the game ended."""
-    if game == "echo":
-        return "Message sent."
+def ending(env: Any, won: str, lost: str) -> str:
+    """A closing message (``GameSpec.closing``) of a game that ends: ``won`` or ``lost``, or
+    that two invalid moves in a row ended it, as the last call's error shows."""
     if env.won:
-        if game == "wordle":
-            return f"Solved: the secret word is '{env.game.guesses[-1]}'."
-        return "Caught the ball." if game == "catch" else "The grid is complete."
+        return won
     if env.calls and env.calls[-1].error is not None:
         return "The game ended after two invalid moves in a row."
-    if game == "wordle":
-        return "Out of guesses: the game is over."
-    return "Missed the ball." if game == "catch" else "The game is over."
+    return lost
 
 
 def _features() -> Any:
@@ -532,28 +397,26 @@ def sft_examples(
     from ``(seed, i)``, so the first ``k`` games do not depend on ``num_games``. Wordle's solver
     and its blunders guess only the split's secrets, so no other split's word is ever shown.
     """
-    _check_game(game)
+    spec = registry.game(game)
     _check_count("num_games", num_games)
-    env_cls = ENVS[game]
-    # Wordle's player guesses only the split's own secrets: a train game must not show an eval
-    # secret even as a probe or a blunder (data/splits/README.md).
-    words = wordle_secrets(split) if game == "wordle" else None
+    env_cls = spec.env
+    # A game with a word pool (Wordle) plays only the split's own words: a train game must not
+    # show an eval secret even as a probe or a blunder (data/splits/README.md).
+    words = None if spec.words is None else spec.words(split)
     policy = noisy_policy(noise, reasoning=reasoning, words=words)
     tools = tool_schemas(env_cls)
     rows = []
     for i, task in enumerate(TaskProvider(game, split, num_games, seed, difficulty)):
         env = env_cls()
         episode = run_episode(
-            env, task.row(), policy(env_cls, seed * 1_000_003 + i), TURN_LIMITS[game]
+            env, task.row(), policy(env_cls, seed * 1_000_003 + i), spec.turn_limit
         )
         completion = episode.completion
         if episode.truncated:
-            if game != "echo":
-                raise ValueError(
-                    f"{game} game {i} did not end within {TURN_LIMITS[game]} tool calls"
-                )
+            if spec.ends:
+                raise ValueError(f"{game} game {i} did not end within {spec.turn_limit} tool calls")
             completion = completion[:-1]  # the call past the limit was never made
-        messages = episode.prompt + completion + [assistant_message(_closing(game, env))]
+        messages = episode.prompt + completion + [assistant_message(spec.closing(env))]
         row = {"messages": messages, "tools": tools, "environment": game, "task": task.task}
         validate_example(row)
         rows.append(row)
@@ -645,16 +508,6 @@ def sft_command(game: str) -> str:
     return f"kit.data.sft_dataset({game!r}, {args})"
 
 
-def _guesses(row: Mapping[str, Any]) -> list[str]:
-    return [
-        call["function"]["arguments"]["word"]
-        for m in row["messages"]
-        if m["role"] == "assistant"
-        for call in m.get("tool_calls") or []
-        if call["function"]["name"] == "guess"
-    ]
-
-
 def _noise_text(noise: float) -> str:
     if not noise:
         return "\n  Every move is the solver's own (`noise=0.0`): no blunders, no recoveries."
@@ -670,15 +523,7 @@ def _sft_card(game: str, rows: Sequence[Mapping[str, Any]]) -> str:
     turns = sum(sum(m["role"] == "assistant" for m in row["messages"]) for row in rows)
     won = sum(validate_example(row).won for row in rows)
     size = len(jsonl(rows).encode("utf-8"))
-    held_out, guesses = "", ""
-    if game == "wordle":
-        held_out = f" (the {WORDLE_EVAL_SIZE} held-out eval secrets never appear)"
-        mean = sum(len(_guesses(row)) for row in rows) / len(rows)
-        guesses = f"""
-- Guesses: the solver, and its blunders, guess only the {len(wordle_secrets("train"))} train secrets
-  (`kit.solvers.policies.noisy_policy(..., words=kit.data.wordle_secrets("train"))`), so no
-  eval secret appears anywhere in the file, not even as a probe; `kit.data.leaks("wordle",
-  rows)` finds none. The solver needed {mean:.2f} guesses per game."""
+    held_out, guesses = registry.game(game).card_notes(rows)
     turn_text = "a short reasoning text" if options.get("reasoning", True) else "no text"
     return f"""# kit SFT warm-up set: {game}
 
@@ -730,35 +575,37 @@ Licence: Apache-2.0. The secrets are Ogden's Basic English nouns as TextArena se
 
 def write(root: Path) -> list[Path]:
     """Write ``data/splits`` and ``data/sft`` under ``root``; return the files written."""
+    from kit.builtin import catch, sudoku  # the card describes the built-in games' splits
+
     splits = make_splits()
     written = []
     folder = root / "splits"
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("wordle", "sudoku", "catch"):
+    for name, split in splits.items():
         path = folder / f"{name}.json"
-        path.write_text(json.dumps(splits[name], indent=1) + "\n", encoding="utf-8")
+        path.write_text(json.dumps(split, indent=1) + "\n", encoding="utf-8")
         written.append(path)
     card = _SPLITS_CARD.format(
         seed=SPLIT_SEED,
         wordle_eval=len(splits["wordle"]["eval"]),
         wordle_train=len(splits["wordle"]["train"]),
         sudoku_eval=len(splits["sudoku"]["eval"]),
-        difficulty=SUDOKU_DIFFICULTY,
+        difficulty=sudoku.SUDOKU_DIFFICULTY,
         first=splits["sudoku"]["eval_seeds"][0],
         last=splits["sudoku"]["eval_seeds"][1],
-        catch_columns=CATCH_COLUMNS,
-        catch_train=list(CATCH_TRAIN_ROWS),
-        catch_eval=list(CATCH_EVAL_ROWS),
+        catch_columns=catch.CATCH_COLUMNS,
+        catch_train=list(catch.CATCH_TRAIN_ROWS),
+        catch_eval=list(catch.CATCH_EVAL_ROWS),
         held_out="\n".join(
-            textwrap.fill(f"- {game}: {line}.", width=96, subsequent_indent="  ")
-            for game, line in HELD_OUT.items()
+            textwrap.fill(f"- {game}: {HELD_OUT[game]}.", width=96, subsequent_indent="  ")
+            for game in registry.BUILTIN
         ),
     )
     (folder / "README.md").write_text(card, encoding="utf-8")
     written.append(folder / "README.md")
-    _splits.cache_clear()
-    for game, options in SHIPPED_SFT.items():
-        rows = sft_examples(game, **options)
+    load_split.cache_clear()
+    for game in registry.BUILTIN:
+        rows = sft_examples(game, **SHIPPED_SFT[game])
         found = leaks(game, rows)
         if found:  # a shipped training set must never show an eval task
             raise ValueError(f"the {game} SFT set shows eval tasks: {found[:3]}")

@@ -21,6 +21,9 @@ transformers builds from the type hints and the Google-style ``Args:`` docstring
   tool-error handling and ends the training step (``tests/test_tool_fuzz.py``).
 
 Variants are subclasses: ``class LongWordleEnv(WordleEnv): options = {"word_length": 7}``.
+A game of your own subclasses ``GameEnv`` (``game_name``, ``task_keys``, and its tools, each of
+which checks its arguments and hands the move to ``_play``) and is registered with its engine in
+``kit.registry`` (see ``examples/guess_number.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from kit import registry
 from kit.games import Game, Step, make
 from kit.games.echo import EMPTY_MESSAGE
 
@@ -43,7 +47,10 @@ class ToolCall:
     error: str | None
 
 
-class _GameEnv:
+class GameEnv:
+    """What every tool env shares; a game's env subclasses it and adds its tools (public
+    methods), each of which checks its arguments and hands the move to ``_play``."""
+
     game_name: ClassVar[str]
     task_keys: ClassVar[tuple[str, ...]]  # columns that name the task: a row needs one of them
     setting_keys: ClassVar[tuple[str, ...]] = ()  # columns that adjust it (Sudoku's difficulty)
@@ -247,7 +254,7 @@ def _as_text(name: str, value: Any) -> str | None:
     return None
 
 
-class WordleEnv(_GameEnv):
+class WordleEnv(GameEnv):
     """Wordle (TextArena ``Wordle-v0``): guess the secret five-letter word in six tries.
 
     Task columns: ``secret`` (a word) or ``seed`` (picks a secret). Reward: 1 for a win, else
@@ -278,7 +285,7 @@ class WordleEnv(_GameEnv):
         return self._play("guess", {"word": word}, action, problem, hint)
 
 
-class CatchEnv(_GameEnv):
+class CatchEnv(GameEnv):
     """Catch (OpenSpiel ``catch``): a ball falls one row per move; end under it with the paddle.
 
     Task columns: ``ball_col`` or ``seed``, and optionally the board's ``rows`` and ``columns``
@@ -309,7 +316,7 @@ class CatchEnv(_GameEnv):
         return self._play("stay", {}, "STAY", None)
 
 
-class SudokuEnv(_GameEnv):
+class SudokuEnv(GameEnv):
     """Sudoku (TextArena ``Sudoku-v0``): fill the 9x9 grid so every row, column and box holds 1-9.
 
     Task columns: ``puzzle`` (81 characters, ``.`` for empty) or ``seed`` with ``difficulty``.
@@ -350,7 +357,7 @@ class SudokuEnv(_GameEnv):
         return self._play("place", arguments, action, problem, hint)
 
 
-class EchoEnv(_GameEnv):
+class EchoEnv(GameEnv):
     """Echo (OpenEnv's echo env, TRL's first example): every message comes back.
 
     No task columns. Reward of a message: ``len(message) * 0.1``. Never done. An empty message
@@ -373,9 +380,6 @@ class EchoEnv(_GameEnv):
         return self._play("echo", {"message": message}, None if problem else message, problem)
 
 
-ENVS: dict[str, type[_GameEnv]] = {
-    "wordle": WordleEnv,
-    "catch": CatchEnv,
-    "sudoku": SudokuEnv,
-    "echo": EchoEnv,
-}
+# The tool env of every game, by name (each game's GameSpec.env): games registered later are in
+# it too. A dict, as TRL wants a multi-environment environment_factory.
+ENVS = registry.View("env")

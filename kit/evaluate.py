@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit import registry
 from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
 from kit.masks import build, tool_calls
@@ -58,8 +59,9 @@ from kit.trajectory import Trajectory
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 BOOTSTRAP_RESAMPLES = 2000
 # Completion budgets (TRL's max_completion_length) that hold a whole solver-length game with the
-# tiny model's 512-token vocabulary; a real tokenizer needs fewer tokens for the same text.
-BUDGETS = {"wordle": 1024, "catch": 1024, "sudoku": 4096, "echo": 256}
+# tiny model's 512-token vocabulary, by game (each GameSpec.budget); a real tokenizer needs fewer
+# tokens for the same text.
+BUDGETS = registry.View("budget")
 METRICS = (
     "win_rate",
     "finished",

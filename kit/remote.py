@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict
 
-from kit.envs import ENVS, _GameEnv
+from kit.envs import ENVS, GameEnv
 from kit.games import Step
 
 try:
@@ -302,7 +302,7 @@ class _RemoteEnv:
 _SCHEMES = ("http://", "https://", "ws://", "wss://")
 
 
-def env(game: str | type[_GameEnv], base_url: str, **client_options: Any) -> type[_GameEnv]:
+def env(game: str | type[GameEnv], base_url: str, **client_options: Any) -> type[GameEnv]:
     """A ``kit.envs`` class whose games are played on the OpenEnv server at ``base_url``.
 
     ``game`` is a name (``"wordle"``, ``"catch"``, ``"sudoku"``, ``"echo"``) or a ``kit.envs``
@@ -318,7 +318,7 @@ def env(game: str | type[_GameEnv], base_url: str, **client_options: Any) -> typ
         if game not in ENVS:
             raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
         base = ENVS[game]
-    elif isinstance(game, type) and issubclass(game, _GameEnv):
+    elif isinstance(game, type) and issubclass(game, GameEnv):
         base = game
     else:
         raise ValueError(f"game must be a game name or a kit.envs class, not {game!r}")

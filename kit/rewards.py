@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit import registry
 from kit.envs import ENVS
 from kit.solvers.policies import call_tool
 
@@ -108,7 +109,9 @@ def _game_name(rollout: Rollout) -> str:
     return getattr(rollout.env, "game_name", type(rollout.env).__name__)
 
 
-def _ended_on_invalid_move(rollout: Rollout) -> bool:
+def ended_on_invalid_move(rollout: Rollout) -> bool:
+    """Whether invalid moves ended the game (the reference's one-warning rule): games that
+    pay partial credit forfeit it then, so that ending a game on purpose pays nothing."""
     env = rollout.env
     calls = env.calls
     return bool(env.done and not env.won and calls and calls[-1].error is not None)
@@ -132,11 +135,12 @@ def guesses_left(rollout: Rollout) -> float:
     to speed, which the reference's flat win reward cannot tell apart from a fast one.
     Other games take a fixed number of moves to win, so they have no such bonus.
     """
-    if _game_name(rollout) != "wordle":
-        raise ValueError(
-            "guesses_left is a Wordle signal: other games win in a fixed number of moves"
-        )
     game = rollout.game
+    if not hasattr(game, "max_guesses"):
+        raise ValueError(
+            "guesses_left is a signal of games with a guess limit (Wordle's max_guesses): "
+            f"{_game_name(rollout)} wins in a fixed number of moves"
+        )
     if not game.won:
         return 0.0
     spare = game.max_guesses - len(game.guesses)
@@ -156,22 +160,18 @@ def partial_credit(rollout: Rollout) -> float:
     * Catch: once the ball has landed, ``1 - |paddle - ball| / (columns - 1)``; 0.0 before,
       so a policy that stops moving half-way is paid nothing.
 
+    Each game's own ``GameSpec.partial`` computes it (``kit/builtin/<game>.py``).
     Forfeited (0.0) when invalid moves ended the game (Wordle, Sudoku): the reference pays
     exactly that case, which teaches a policy to end a game on purpose to cash in its progress.
     Echo has nothing to make progress on and raises ``ValueError``.
     """
-    name, game = _game_name(rollout), rollout.game
-    if name in ("wordle", "sudoku") and _ended_on_invalid_move(rollout):
-        return 0.0
-    if name == "wordle":
-        return float(game.best_partial)
-    if name == "sudoku":
-        return game.correct_cells / game.empty_cells if game.empty_cells else 0.0
-    if name == "catch":
-        if not game.done:
-            return 0.0
-        return 1.0 - abs(game.paddle_col - game.ball_col) / max(game.columns - 1, 1)
-    raise ValueError(f"no partial credit for game {name!r}: use env_reward for echo")
+    name = _game_name(rollout)
+    partial = registry.game(name).partial if name in registry.names() else None
+    if partial is None:
+        raise ValueError(
+            f"no partial credit for game {name!r} (its GameSpec has no partial): use env_reward"
+        )
+    return float(partial(rollout))
 
 
 def failed_calls(rollout: Rollout) -> float:
@@ -361,8 +361,9 @@ class Reward:
 
 
 def default_reward(game: str) -> Reward:
-    """The reward each game's notebooks train with; ``kit.diagnostics`` checks that it ranks
-    solver > noisy solver > random play.
+    """The reward each game's notebooks train with (its ``GameSpec.reward`` terms, in
+    ``kit/builtin/<game>.py``); ``kit.diagnostics`` checks that it ranks solver > noisy solver >
+    random play.
 
     * wordle: won + 0.2 guesses_left + 0.5 partial_credit - 0.1 failed_calls
       - 0.1 repeated_calls + 0.1 called_tool
@@ -372,37 +373,7 @@ def default_reward(game: str) -> Reward:
 
     A win always outweighs any partial credit; the format term is worth less than any progress.
     """
-    terms: dict[str, dict[str, tuple[Signal, float]]] = {
-        "wordle": {
-            "won": (won, 1.0),
-            "sooner": (guesses_left, 0.2),
-            "partial": (partial_credit, 0.5),
-            "failed": (failed_calls, -0.1),
-            "repeated": (repeated_calls, -0.1),
-            "format": (called_tool, 0.1),
-        },
-        "sudoku": {
-            "won": (won, 1.0),
-            "partial": (partial_credit, 0.5),
-            "failed": (failed_calls, -0.05),
-            "repeated": (repeated_calls, -0.05),
-            "format": (called_tool, 0.1),
-        },
-        "catch": {
-            "won": (won, 1.0),
-            "partial": (partial_credit, 0.5),
-            "failed": (failed_calls, -0.1),
-            "format": (called_tool, 0.1),
-        },
-        "echo": {
-            "env": (env_reward, 1.0),
-            "repeated": (repeated_calls, -0.1),
-            "format": (called_tool, 0.1),
-        },
-    }
-    if game not in terms:
-        raise ValueError(f"unknown game {game!r}; choose one of {sorted(terms)}")
-    return Reward(game, terms[game], game=game)
+    return Reward(game, registry.game(game).reward, game=game)
 
 
 def routed_rewards(factories: Mapping[str, Any]) -> list[Reward]:

@@ -14,6 +14,7 @@ import statistics
 
 import pytest
 
+from kit import registry
 from kit.data import (
     CATCH_COLUMNS,
     CATCH_EVAL_ROWS,
@@ -245,7 +246,9 @@ def test_echo_has_no_task_to_leak() -> None:
 
 # -- all games at once ----------------------------------------------------------------------------
 def test_a_training_mixture_leaks_nothing() -> None:
-    mixture = mixture_dataset({"wordle": 125, "catch": 30, "sudoku": 5, "echo": 3})
-    for game in ENVS:
+    games = {"wordle": 125, "catch": 30, "sudoku": 5, "echo": 3}
+    assert set(games) == set(registry.BUILTIN)  # every built-in game (others may be registered)
+    mixture = mixture_dataset(games)
+    for game in games:
         rows = [row for row in mixture if row["environment"] == game]
         assert rows and leaks(game, rows) == []

@@ -23,9 +23,9 @@ reward: it has its own fields (Sudoku's ``progress``, also in ``Step.info["progr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
 from typing import Any, NamedTuple, Protocol
+
+from kit import registry
 
 
 class Step(NamedTuple):
@@ -52,25 +52,11 @@ class Game(Protocol):
     def step(self, action: str) -> Step: ...
 
 
-@cache
-def _registry() -> dict[str, Callable[..., Game]]:
-    # Imported lazily: `import kit.games` stays cheap and one broken game cannot break the rest.
-    # Cached: a tool env makes a fresh engine at every reset, and re-running these imports cost
-    # 20x a Catch reset.
-    from kit.games.catch import Catch
-    from kit.games.echo import Echo
-    from kit.games.sudoku import Sudoku
-    from kit.games.wordle import Wordle
-
-    return {"wordle": Wordle, "catch": Catch, "sudoku": Sudoku, "echo": Echo}
-
-
-GAMES = ("wordle", "catch", "sudoku", "echo")
+# The built-in games; kit.registry.names() lists the registered ones too.
+GAMES = tuple(registry.BUILTIN)
 
 
 def make(name: str, **options: Any) -> Game:
-    """Build a fresh game by name (``"wordle"``, ``"catch"``, ``"sudoku"``, ``"echo"``)."""
-    registry = _registry()
-    if name not in registry:
-        raise ValueError(f"unknown game {name!r}; choose one of {sorted(registry)}")
-    return registry[name](**options)
+    """Build a fresh game by name (``"wordle"``, ``"catch"``, ``"sudoku"``, ``"echo"``, or any
+    game registered with ``kit.registry.register``)."""
+    return registry.game(name).engine(**options)

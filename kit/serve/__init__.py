@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 try:
@@ -32,19 +33,30 @@ try:
 except ImportError as error:  # the serve extra is optional; the rest of the kit does not need it
     raise ImportError("kit.serve needs OpenEnv: pip install 'kit[serve]'") from error
 
+from kit import registry
 from kit.serve import websocket
 from kit.serve.base import KitEnvironment
-from kit.serve.catch import CatchEnvironment
-from kit.serve.echo import EchoEnvironment
-from kit.serve.sudoku import SudokuEnvironment
-from kit.serve.wordle import WordleEnvironment
 
-ENVIRONMENTS: dict[str, type[KitEnvironment]] = {
-    "wordle": WordleEnvironment,
-    "catch": CatchEnvironment,
-    "sudoku": SudokuEnvironment,
-    "echo": EchoEnvironment,
-}
+
+class _Served(Mapping[str, type[KitEnvironment]]):
+    """The served environment of every game that has one (its ``GameSpec.server``, a
+    ``"module:Class"`` imported on first use), by name; read from the registry at each access,
+    so a game registered later is in it too."""
+
+    def __getitem__(self, name: str) -> type[KitEnvironment]:
+        server = registry.game(name).server if name in registry.names() else None
+        if server is None:
+            raise KeyError(name)
+        return _entrypoint(server)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name in registry.names() if registry.game(name).server])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+ENVIRONMENTS: Mapping[str, type[KitEnvironment]] = _Served()
 """The served game of each name; ``resolve_env`` and ``python -m kit.serve`` take these names."""
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
@@ -153,6 +165,11 @@ def _environment(spec: str) -> type[KitEnvironment]:
             f"unknown environment {spec!r}: give a URL, a game name ({sorted(ENVIRONMENTS)}) "
             "or a 'module:Class' entrypoint"
         )
+    return _entrypoint(spec)
+
+
+def _entrypoint(spec: str) -> type[KitEnvironment]:
+    """The ``KitEnvironment`` subclass a ``"module:Class"`` entrypoint names."""
     module_name, _, name = spec.partition(":")
     environment = getattr(importlib.import_module(module_name), name, None)
     if not (isinstance(environment, type) and issubclass(environment, KitEnvironment)):

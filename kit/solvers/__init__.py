@@ -12,9 +12,9 @@ moves look like good play. A solver is a small object with one method::
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
+from kit import registry
 from kit.games import make
 
 
@@ -24,26 +24,9 @@ class Solver(Protocol):
         ...
 
 
-def _registry() -> dict[str, Callable[..., Solver]]:
-    from kit.solvers.catch import CatchSolver
-    from kit.solvers.echo import EchoSolver
-    from kit.solvers.sudoku import SudokuSolver
-    from kit.solvers.wordle import WordleSolver
-
-    return {
-        "wordle": WordleSolver,
-        "catch": CatchSolver,
-        "sudoku": SudokuSolver,
-        "echo": EchoSolver,
-    }
-
-
 def solver(name: str, **options: Any) -> Solver:
     """A fresh solver for game ``name``; ``options`` match the game's variant options."""
-    registry = _registry()
-    if name not in registry:
-        raise ValueError(f"unknown game {name!r}; choose one of {sorted(registry)}")
-    return registry[name](**options)
+    return registry.game(name).solver(**options)
 
 
 def play(name: str, max_steps: int = 200, **task: Any) -> list[str]:
@@ -65,7 +48,5 @@ def play(name: str, max_steps: int = 200, **task: Any) -> list[str]:
 
 
 def _split_variant(name: str, task: dict[str, Any]) -> dict[str, Any]:
-    from kit.games import _registry as games
-
-    keys = getattr(games()[name], "OPTIONS", ())
+    keys = getattr(registry.game(name).engine, "OPTIONS", ())
     return {k: task.pop(k) for k in list(task) if k in keys}

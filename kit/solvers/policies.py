@@ -18,6 +18,10 @@ A **policy factory** ``factory(env_cls, seed) -> policy`` makes a fresh player p
 ``solver_policy()``, ``noisy_policy(p)``, ``random_policy()`` and ``model_policy(model, tok)``
 return factories. ``run_episode`` resets an env from a dataset row and plays one episode.
 
+What a move looks like as a tool call, the reason the solver states for it and a random
+well-formed move are each game's own (its ``GameSpec``: ``to_tool_call``, ``reason``,
+``random_move``); ``texts``, ``latest`` and ``own_calls`` help a game read them from the messages.
+
 The scripted players read the game state from the observation text only (never from the env),
 so a blunder the noisy solver swaps in is seen, like any move, through the board or the feedback.
 For Wordle the scripted factories take ``words=``, the only words their players may guess (the
@@ -29,18 +33,12 @@ from __future__ import annotations
 
 import inspect
 import random
-import re
-import string
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
-from kit.games import make
-from kit.games.wordle import dictionary
+from kit import registry
 from kit.solvers import solver
-from kit.solvers.catch import _last_board as _catch_board
-from kit.solvers.sudoku import _last_board as _sudoku_board
 
 Message = dict[str, Any]
 Policy = Callable[[list[Message]], Message]
@@ -48,8 +46,6 @@ PolicyFactory = Callable[[type, int], Policy]
 
 # TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
 _NOT_TOOLS = ("reset", "get_reward")
-_FEEDBACK = re.compile(r"You submitted \[(\w+)\]\.\nFeedback:\n[^\n]*\n([GYX](?: [GYX])*)")
-_SUDOKU_MOVE = re.compile(r"\[(\d) (\d) (\d)\]")
 
 
 # -- TRL's message format -----------------------------------------------------------------------
@@ -187,12 +183,13 @@ def _newest_text(messages: list[Message]) -> str:
     return str(messages[-1]["content"])
 
 
-def _texts(messages: list[Message]) -> list[str]:
+def texts(messages: list[Message]) -> list[str]:
     """Every text the game showed, oldest first (the first user message holds the reset text)."""
     return [str(m["content"]) for m in messages if m["role"] in ("user", "tool")]
 
 
-def _own_calls(messages: list[Message]) -> list[tuple[str, dict[str, Any]]]:
+def own_calls(messages: list[Message]) -> list[tuple[str, dict[str, Any]]]:
+    """Every tool call the player made so far, as ``(name, arguments)``, oldest first."""
     return [
         (call["function"]["name"], call["function"]["arguments"])
         for m in messages
@@ -201,99 +198,18 @@ def _own_calls(messages: list[Message]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def _latest(messages: list[Message], parse: Callable[[str], Any]) -> Any:
-    for text in reversed(_texts(messages)):
+def latest(messages: list[Message], parse: Callable[[str], Any]) -> Any:
+    """What ``parse`` finds in the newest game text where it finds anything (e.g. a board)."""
+    for text in reversed(texts(messages)):
         found = parse(text)
         if found is not None:
             return found
     return None
 
 
-def _candidates(board: list[int], cell: int) -> list[int]:
-    """Digits that the row, column and box of ``cell`` still allow."""
-    r, c = divmod(cell, 9)
-    r0, c0 = r - r % 3, c - c % 3
-    seen = {board[9 * r + k] for k in range(9)} | {board[9 * k + c] for k in range(9)}
-    seen |= {board[9 * (r0 + a) + c0 + b] for a in range(3) for b in range(3)}
-    return [d for d in range(1, 10) if d not in seen]
-
-
-@cache
-def _sorted_dictionary(word_length: int) -> tuple[str, ...]:
-    return tuple(sorted(dictionary(word_length)))  # sorted: set order changes between processes
-
-
 def to_tool_call(game: str, action: str) -> tuple[str, dict[str, Any]]:
     """The ``kit.envs`` tool call that plays a solver's action (``"[crane]"``, ``"LEFT"``, ...)."""
-    if game == "wordle":
-        return "guess", {"word": action.strip().strip("[]")}
-    if game == "catch":
-        direction = action.strip().strip("[]").upper()
-        return ("stay", {}) if direction == "STAY" else ("move", {"direction": direction})
-    if game == "sudoku":
-        match = _SUDOKU_MOVE.fullmatch(action.strip())
-        if match is None:
-            raise ValueError(f"not a Sudoku move of the form '[row col number]': {action!r}")
-        row, col, number = (int(x) for x in match.groups())
-        return "place", {"row": row, "col": col, "number": number}
-    if game == "echo":
-        return "echo", {"message": action}
-    raise ValueError(f"no tool mapping for game {game!r}; choose wordle, catch, sudoku or echo")
-
-
-# -- what a move is and why ---------------------------------------------------------------------
-def _reason(game: str, messages: list[Message], call: tuple[str, dict[str, Any]]) -> str:
-    """One or two sentences on why the solver's move is right, from what the game has shown."""
-    arguments = call[1]
-    if game == "wordle":
-        return _wordle_reason(messages, arguments["word"])
-    if game == "catch":
-        ball, paddle = _latest(messages, _catch_board)
-        where = (
-            "is under the ball: stay"
-            if ball == paddle
-            else ("must go left" if ball < paddle else "must go right")
-        )
-        return (
-            f"The ball is in column {ball + 1} and the paddle in column {paddle + 1}, "
-            f"so the paddle {where}."
-        )
-    if game == "sudoku":
-        board = _latest(messages, _sudoku_board)
-        row, col, number = arguments["row"], arguments["col"], arguments["number"]
-        options = _candidates(board, 9 * (row - 1) + col - 1)
-        if len(options) == 1:
-            return (
-                f"Row {row}, column {col} can only be {number}: every other digit is already in "
-                "its row, column or box."
-            )
-        listed = ", ".join(map(str, options))
-        return f"Row {row}, column {col} allows {listed}; only {number} fits the rest of the grid."
-    return "I'll send a short, friendly message."
-
-
-def _wordle_reason(messages: list[Message], word: str) -> str:
-    history = [m.groups() for text in _texts(messages) for m in _FEEDBACK.finditer(text)]
-    if not history:
-        return f"No feedback yet, so I open with '{word}' to test common letters."
-    length = len(history[0][0])
-    greens = ["_"] * length
-    present: set[str] = set()
-    for guess, marks in history:
-        for i, (letter, mark) in enumerate(zip(guess, marks.split(), strict=True)):
-            if mark == "G":
-                greens[i] = letter
-            if mark in "GY":
-                present.add(letter)
-    absent = sorted({letter for guess, _ in history for letter in guess} - present)
-    parts = [f"Known positions: {' '.join(greens)}."]
-    elsewhere = sorted(present - {letter for letter in greens if letter != "_"})
-    if elsewhere:
-        parts.append(f"Also in the word: {', '.join(elsewhere)}.")
-    if absent:
-        parts.append(f"Not in the word: {', '.join(absent)}.")
-    parts.append(f"Next guess: '{word}'.")
-    return " ".join(parts)
+    return registry.game(game).to_tool_call(action)
 
 
 # -- the players --------------------------------------------------------------------------------
@@ -310,37 +226,7 @@ class _RandomPlayer:
         self.words = None if words is None else tuple(sorted(set(words)))
 
     def move(self, messages: list[Message]) -> tuple[str, dict[str, Any]]:
-        rng = self.rng
-        if self.game == "wordle":
-            length = make("wordle", **self.options).word_length
-            words = _sorted_dictionary(length)
-            if self.words is not None:
-                allowed = dictionary(length)
-                words = tuple(w for w in self.words if w in allowed)
-            guessed = {args.get("word") for name, args in _own_calls(messages) if name == "guess"}
-            if guessed.issuperset(words):
-                raise ValueError("no word left that the random player may guess")
-            word = rng.choice(words)
-            while word in guessed:
-                word = rng.choice(words)
-            return "guess", {"word": word}
-        if self.game == "catch":
-            return rng.choice(
-                [("move", {"direction": "LEFT"}), ("stay", {}), ("move", {"direction": "RIGHT"})]
-            )
-        if self.game == "sudoku":
-            board = _latest(messages, _sudoku_board)
-            if board is None:
-                raise ValueError("no Sudoku board in the conversation")
-            cell = rng.choice([i for i in range(81) if not board[i]])
-            number = rng.randint(1, 9)
-            return "place", {"row": cell // 9 + 1, "col": cell % 9 + 1, "number": number}
-        if self.game == "echo":
-            size = rng.randint(1, 10)
-            return "echo", {
-                "message": "".join(rng.choice(string.ascii_lowercase) for _ in range(size))
-            }
-        raise ValueError(f"no random player for game {self.game!r}")
+        return registry.game(self.game).random_move(self.rng, messages, self.options, self.words)
 
     def __call__(self, messages: list[Message]) -> Message:
         call = self.move(messages)
@@ -379,7 +265,7 @@ class _SolverPlayer:
         if self.noise and self.rng.random() < self.noise:
             return self.blunder(messages)
         call = to_tool_call(self.game, action)
-        content = _reason(self.game, messages, call) if self.reasoning else ""
+        content = registry.game(self.game).reason(messages, call) if self.reasoning else ""
         return assistant_message(content, [call])
 
 
@@ -394,10 +280,14 @@ def _check_noise(noise: float) -> float:
     return float(noise)
 
 
-def _check_words(game: str, words: Collection[str] | None) -> str:
-    if words is not None and (game != "wordle" or isinstance(words, str) or not words):
+def _check_words(game: str | None, words: Collection[str] | None) -> str | None:
+    """``game`` if ``words`` suits it (None: check the collection only), else ``ValueError``."""
+    if words is None:
+        return game
+    if isinstance(words, str) or not words or (game and registry.game(game).words is None):
         raise ValueError(
-            f"words is a non-empty collection of Wordle guesses; got {words!r} for {game!r}"
+            "words is a non-empty collection of guesses, for a game with a word pool such as "
+            f"Wordle guesses; got {words!r} for {game or 'a policy'}"
         )
     return game
 
@@ -408,7 +298,7 @@ def solver_policy(reasoning: bool = False, words: Collection[str] | None = None)
     ``words`` (Wordle only) is the pool every guess comes from, e.g. the train split's secrets,
     so that data made by this player never shows a held-out word; see ``WordleSolver``.
     """
-    _check_words("wordle", words)
+    _check_words(None, words)
     return lambda env_cls, seed: _SolverPlayer(env_cls, seed, 0.0, reasoning, words)
 
 
@@ -420,7 +310,7 @@ def noisy_policy(
     ``words`` (Wordle only) restricts the solver's guesses and the blunders alike.
     """
     noise = _check_noise(noise)
-    _check_words("wordle", words)
+    _check_words(None, words)
     return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning, words)
 
 
@@ -433,7 +323,7 @@ def random_policy(reasoning: bool = False, words: Collection[str] | None = None)
     is accepted; a player picking among the digits the row, column and box allow would win most
     default-difficulty games, too strong for a floor). Echo: 1-10 random letters.
     """
-    _check_words("wordle", words)
+    _check_words(None, words)
     return lambda env_cls, seed: _RandomPlayer(env_cls, seed, reasoning, words)
 
 

@@ -1,0 +1,148 @@
+"""Catch (OpenSpiel ``catch``) in the kit: its prompt, splits, reward and texts.
+
+Tasks are (board height, ball column) on OpenSpiel's 5 columns. Held out: whole board heights
+(OpenSpiel's default 10 rows among them), every starting column of each; training plays other
+heights only.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
+
+from kit.data import ending, listing, load_split, task_of
+from kit.envs import CatchEnv
+from kit.games.catch import Catch
+from kit.registry import GameSpec, Message, ToolCall, register
+from kit.rewards import Rollout, called_tool, failed_calls, partial_credit, won
+from kit.solvers.catch import CatchSolver
+from kit.solvers.catch import _last_board as _board
+from kit.solvers.policies import latest
+
+# Eval heights are never trained on; 12 rows (11 moves) is the tallest board whose game fits
+# the 1,024-token budget.
+CATCH_COLUMNS = 5
+CATCH_TRAIN_ROWS = (5, 6, 7, 9, 11, 12)
+CATCH_EVAL_ROWS = (8, 10)
+_ROW = re.compile(r"[.ox]+")
+
+
+def _splits() -> dict[str, Any]:
+    tasks = {
+        split: [{"rows": rows, "ball_col": col} for rows in heights for col in range(CATCH_COLUMNS)]
+        for split, heights in (("train", CATCH_TRAIN_ROWS), ("eval", CATCH_EVAL_ROWS))
+    }
+    return {"columns": CATCH_COLUMNS, **tasks}
+
+
+def _to_tool_call(action: str) -> ToolCall:
+    direction = action.strip().strip("[]").upper()
+    return ("stay", {}) if direction == "STAY" else ("move", {"direction": direction})
+
+
+def _reason(messages: list[Message], call: ToolCall) -> str:
+    ball, paddle = latest(messages, _board)
+    where = (
+        "is under the ball: stay"
+        if ball == paddle
+        else ("must go left" if ball < paddle else "must go right")
+    )
+    return (
+        f"The ball is in column {ball + 1} and the paddle in column {paddle + 1}, "
+        f"so the paddle {where}."
+    )
+
+
+def _random_move(
+    rng: random.Random,
+    messages: list[Message],
+    options: Mapping[str, Any],
+    words: Collection[str] | None,
+) -> ToolCall:
+    """LEFT, STAY or RIGHT."""
+    return rng.choice(
+        [("move", {"direction": "LEFT"}), ("stay", {}), ("move", {"direction": "RIGHT"})]
+    )
+
+
+def _board_heights(text: str) -> list[int]:
+    """The number of lines of each Catch board drawn in ``text``."""
+    heights, run = [], 0
+    for line in text.splitlines() + [""]:
+        if _ROW.fullmatch(line):
+            run += 1
+        elif run:
+            heights, run = heights + [run], 0
+    return heights
+
+
+def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
+    """No task on an eval board height (a task without ``rows`` plays the default board, itself
+    an eval height), and no board drawn in a user or tool message of that height."""
+    heights = {task["rows"] for task in load_split("catch")["eval"]}
+    task = task_of(row)
+    rows = task.get("rows", Catch().rows)
+    if rows in heights:
+        default = "" if "rows" in task else " (no rows: the default board)"
+        yield f"task {task} is on an eval board height, {rows} rows{default}"
+    messages = row.get("messages") or []
+    if messages and not any(_board_heights(m["content"]) for m in messages if m["role"] == "user"):
+        yield "no board in the user message to check"
+    for i, message in enumerate(messages):
+        if message["role"] in ("user", "tool"):
+            for height in sorted(set(_board_heights(str(message["content"]))) & heights):
+                yield f"messages[{i}] draws a board of an eval height, {height} rows"
+
+
+def _partial(rollout: Rollout) -> float:
+    """Once the ball has landed, ``1 - |paddle - ball| / (columns - 1)``; 0.0 before."""
+    game = rollout.game
+    if not game.done:
+        return 0.0
+    return 1.0 - abs(game.paddle_col - game.ball_col) / max(game.columns - 1, 1)
+
+
+SPEC = register(
+    GameSpec(
+        name="catch",
+        env=CatchEnv,
+        engine=Catch,
+        solver=CatchSolver,
+        prompt=(
+            "Let's play Catch. The ball (o) falls one row per move; move the paddle (x, bottom "
+            "row) with move (LEFT or RIGHT) or stay so that it ends under the ball. The board:"
+            "\n\n"
+        ),
+        # The game's own bound plus room for invalid moves.
+        turn_limit=20,
+        budget=1024,
+        reward={
+            "won": (won, 1.0),
+            "partial": (partial_credit, 0.5),
+            "failed": (failed_calls, -0.1),
+            "format": (called_tool, 0.1),
+        },
+        tasks=lambda split: [dict(task) for task in load_split("catch")[split]],
+        task=lambda task: (dict(task), str(task["ball_col"])),
+        to_tool_call=_to_tool_call,
+        random_move=_random_move,
+        closing=lambda env: ending(env, "Caught the ball.", "Missed the ball."),
+        held_out=(
+            f"board heights {listing(CATCH_EVAL_ROWS)} (OpenSpiel's default of {Catch().rows} "
+            f"among them), every column of {CATCH_COLUMNS}; training plays heights "
+            f"{listing(CATCH_TRAIN_ROWS)} only"
+        ),
+        reason=_reason,
+        partial=_partial,
+        leaks=_leaks,
+        # No reasoning text: the tiny model cannot read the ball's column off the board
+        # reliably, so its stated reasons were guesses; without them a turn is about 25 tokens
+        # instead of 60, every training board's game fits the 1,024-token budget, and GRPO
+        # steps cost half as much (README, "Does it learn?").
+        sft={"num_games": 200, "seed": 0, "noise": 0.0, "reasoning": False},
+        splits=_splits,
+        server="kit.serve.catch:CatchEnvironment",
+    )
+)

@@ -1,0 +1,68 @@
+"""Echo (OpenEnv's echo env, TRL's first example) in the kit: its prompt, reward and texts.
+
+Echo has no task, so nothing to hold out: every task is the empty one, and a row that carries
+task columns is reported as a leak. The game never ends; its prompt asks for one message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import string
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
+
+from kit.data import task_of
+from kit.envs import EchoEnv
+from kit.games.echo import Echo
+from kit.registry import GameSpec, Message, ToolCall, register
+from kit.rewards import called_tool, env_reward, repeated_calls
+from kit.solvers.echo import EchoSolver
+
+
+def _random_move(
+    rng: random.Random,
+    messages: list[Message],
+    options: Mapping[str, Any],
+    words: Collection[str] | None,
+) -> ToolCall:
+    """1-10 random letters."""
+    size = rng.randint(1, 10)
+    return "echo", {"message": "".join(rng.choice(string.ascii_lowercase) for _ in range(size))}
+
+
+def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
+    task = task_of(row)
+    if task:
+        yield f"echo has no task, yet the row carries {task}"
+
+
+SPEC = register(
+    GameSpec(
+        name="echo",
+        env=EchoEnv,
+        engine=Echo,
+        solver=EchoSolver,
+        prompt="Send one short, friendly message with the echo tool, then stop.\n\n",
+        turn_limit=1,  # Echo never ends, and its prompt asks for one message
+        budget=256,
+        reward={
+            "env": (env_reward, 1.0),
+            "repeated": (repeated_calls, -0.1),
+            "format": (called_tool, 0.1),
+        },
+        tasks=lambda split: None,
+        task=lambda value: ({}, ""),
+        to_tool_call=lambda action: ("echo", {"message": action}),
+        random_move=_random_move,
+        closing=lambda env: "Message sent.",
+        held_out="nothing to hold out: Echo has no task",
+        draw=lambda rng, difficulty: itertools.repeat(None),
+        sizes={"train": 100, "eval": 20},
+        ends=False,
+        reason=lambda messages, call: "I'll send a short, friendly message.",
+        leaks=_leaks,
+        sft={"num_games": 200, "seed": 0, "noise": 0.0},
+        server="kit.serve.echo:EchoEnvironment",
+    )
+)
