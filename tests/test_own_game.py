@@ -1,0 +1,202 @@
+"""A game the kit has never heard of runs through every part of it: ``examples/guess_number.py``.
+
+The game is one file outside ``kit/``, registered by importing it. These tests take it through
+the task datasets, a solver-played SFT set, the reward diagnostics, a real ``GRPOTrainer``
+step, ``kit.evaluate``, the HTML view and the inspector, and an OpenEnv server, each by the
+game's name alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+
+from kit import registry  # noqa: E402
+from kit.data import (  # noqa: E402
+    HELD_OUT,
+    TURN_LIMITS,
+    TaskProvider,
+    leaks,
+    sft_dataset,
+    task_dataset,
+    validate_example,
+)
+from kit.envs import ENVS  # noqa: E402
+from kit.evaluate import BUDGETS, evaluate  # noqa: E402
+from kit.rewards import default_reward  # noqa: E402
+from kit.solvers.policies import random_policy, solver_policy  # noqa: E402
+from tests.scripted import ScriptedGeneration, tool_call  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GAME = "guess_number"
+
+
+@pytest.fixture(scope="module")
+def game() -> ModuleType:
+    # Imported here, not at collection: the other test modules list the games they parametrize
+    # over when they are collected.
+    return importlib.import_module("examples.guess_number")
+
+
+def test_the_kit_does_not_import_the_game() -> None:
+    """Every module of the kit imported, and every game it knows listed: no fifth game."""
+    modules = sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in (ROOT / "kit").rglob("*.py")
+        if path.name not in ("__main__.py", "__init__.py") and "serve" not in path.parts
+    )
+    code = (
+        f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
+        "from kit import registry; from kit.envs import ENVS; "
+        "[registry.game(name) for name in registry.names()]; "
+        "assert list(ENVS) == list(registry.BUILTIN), list(ENVS); "
+        "assert not [m for m in sys.modules if m.startswith('examples')]"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "kit.data" in modules and "kit.builtin.wordle" in modules
+
+
+def test_registering_puts_the_game_in_every_table_of_the_kit(game: ModuleType) -> None:
+    assert registry.game(GAME) is game.SPEC and GAME in registry.names()
+    # The tables were imported before the game was registered, and list it all the same.
+    assert ENVS[GAME] is game.GuessEnv and TURN_LIMITS[GAME] == 10 and BUDGETS[GAME] == 512
+    assert "ending in 5" in HELD_OUT[GAME] and GAME in dict(ENVS)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(registry.GameSpec(**{**vars(game.SPEC), "budget": 64}))
+    with pytest.raises(TypeError, match="read-only"):
+        ENVS["chess"] = game.GuessEnv
+
+
+def test_task_datasets_have_a_held_out_split(game: ModuleType) -> None:
+    train, held_out = task_dataset(GAME, "train"), task_dataset(GAME, "eval")
+    assert len(train) == 90 and sorted(held_out["target"]) == list(game.EVAL_TARGETS)
+    assert not set(train["target"]) & set(held_out["target"])
+    assert train[0]["prompt"][1]["content"].endswith("The game says:\n\n")
+    tasks = list(TaskProvider(GAME, "eval", 3, seed=1))
+    assert [t.ground_truth for t in tasks] == [str(t.task["target"]) for t in tasks]
+    # The default leak check finds an eval task in a training set.
+    assert leaks(GAME, train) == []
+    assert leaks(GAME, held_out.select(range(1))) == [
+        f"row 0: task {{'target': {held_out[0]['target']}}} is an eval task"
+    ]
+
+
+def test_the_solver_plays_an_sft_set_that_replays_and_leaks_nothing(game: ModuleType) -> None:
+    sft = sft_dataset(GAME, num_games=20, reasoning=True)
+    assert len(sft) == 20 and sft[0]["tools"][0]["function"]["name"] == "guess"
+    for row in sft:
+        env = validate_example(row)  # every tool result is what a fresh env returns
+        assert env.won and len(env.game.guesses) <= 7
+        assert row["messages"][-1] == {"role": "assistant", "content": "Found it."}
+    first_turn = sft[0]["messages"][2]
+    assert first_turn["content"] == "The number is from 1 to 100, so I guess the middle, 50."
+    assert leaks(GAME, sft) == []
+
+
+def test_diagnostics_rank_the_solver_over_random_play(game: ModuleType) -> None:
+    from kit.diagnostics import diagnose
+
+    report = diagnose(GAME, groups=4, group_size=2)
+    assert report.ordered[GAME] and report.players["solver"]["win_rate"] == 1.0
+    assert report.players["random"]["win_rate"] < 1.0
+
+
+def test_a_grpo_step_trains_through_the_games_tool_env(game: ModuleType, tmp_path: Path) -> None:
+    from trl import GRPOTrainer
+
+    from kit.models import tiny_model
+    from kit.train import grpo_config
+
+    model, tokenizer = tiny_model()
+    calls = [tool_call("guess", number=50), tool_call("guess", number=25)]
+    ScriptedGeneration(tokenizer, lambda text: calls).install(model)
+    trainer = GRPOTrainer(
+        model=model,
+        args=grpo_config(
+            str(tmp_path),
+            max_steps=1,
+            max_completion_length=256,
+            max_tool_calling_iterations=TURN_LIMITS[GAME],
+        ),
+        reward_funcs=default_reward(GAME),
+        train_dataset=task_dataset(GAME, "train", num_tasks=1),
+        processing_class=tokenizer,
+        environment_factory=ENVS[GAME],
+    )
+    trainer.train()
+    (target,) = task_dataset(GAME, "train", num_tasks=1)["target"]
+    for env in trainer._environment_pool[None]:
+        assert env.game.target == target and env.game.guesses == [50, 25]
+    logged = next(entry for entry in trainer.state.log_history if "loss" in entry)
+    assert logged["tools/call_frequency"] == 2.0 and f"rewards/{GAME}/mean" in logged
+
+
+@pytest.fixture(scope="module")
+def evaluation(game: ModuleType) -> Any:
+    from kit.models import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    return evaluate(solver_policy(), GAME, tokenizer, name="solver"), tokenizer
+
+
+def test_evaluate_plays_the_held_out_tasks(evaluation: Any) -> None:
+    result, _ = evaluation
+    played = result[GAME]
+    assert played.tasks == 10 and played.win_rate.value == 1.0
+    assert {t.task["target"] for t in played.trajectories} == set(range(5, 101, 10))
+    randomly = evaluate(random_policy(), GAME, num_tasks=4)[GAME]
+    assert randomly.win_rate.value < 1.0 and randomly.mean_reward.value < played.mean_reward.value
+
+
+def test_a_model_is_evaluated_through_the_rollout(game: ModuleType) -> None:
+    from kit.models import tiny_model
+
+    model, tokenizer = tiny_model()
+    result = evaluate(model, GAME, tokenizer, num_tasks=2, max_completion_length=24)[GAME]
+    assert result.episodes == 2 and all(t.prompt_ids for t in result.trajectories)
+
+
+def test_the_html_view_and_the_inspector_show_its_episodes(evaluation: Any, tmp_path: Path) -> None:
+    from kit import viz
+
+    result, tokenizer = evaluation
+    trajectories = result[GAME].trajectories
+    page = viz.save_html(trajectories, tokenizer, tmp_path / "guess.html").read_text("utf-8")
+    assert "is too low" in page or "is too high" in page
+    pytest.importorskip("ipywidgets")
+    box = viz.inspector(trajectories, tokenizer)
+    assert "kit-inspector" in box._dom_classes
+
+
+def test_a_server_plays_the_game_as_the_tool_env_does(game: ModuleType) -> None:
+    pytest.importorskip("openenv", reason="kit.serve needs `pip install 'kit[serve]'`")
+    from fastapi.testclient import TestClient
+
+    import kit.remote
+    from kit.serve import ENVIRONMENTS, build_app, resolve_env
+
+    assert ENVIRONMENTS[GAME] is game.GuessEnvironment
+    with TestClient(build_app(game.GuessEnvironment)) as client:
+        reply = client.post("/reset", json={"target": 30}).json()
+        assert reply["observation"]["text"].startswith("I am thinking of a whole number")
+        # HTTP is stateless, as OpenEnv's is: a step plays on a fresh, drawn board.
+        reply = client.post("/step", json={"action": {"message": "50"}}).json()
+        assert reply["observation"]["text"].startswith("50 is ")
+        assert reply["observation"]["metadata"]["game"]["guesses"] == [50]
+    url, server = resolve_env(GAME)
+    local = ENVS[GAME]()
+    with server, kit.remote.env(GAME, url)() as remote:
+        assert remote.reset(target=30) == local.reset(target=30)
+        for number in (50, 25, 37, 31, 28, 30):
+            assert remote.guess(number) == local.guess(number)
+        assert remote.won and remote.reward == local.reward == 1.0
