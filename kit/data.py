@@ -145,9 +145,6 @@ def load_split(name: str) -> dict[str, Any]:
 
 
 # -- held out means held out ----------------------------------------------------------------------
-_TASK_COLUMNS = ("secret", "ball_col", "rows", "columns", "seed", "puzzle")
-
-
 def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """What in ``rows`` (SFT rows or task rows of ``game``) shows an eval task; [] if nothing.
 
@@ -177,10 +174,14 @@ def eval_task_leaks(game: str, row: Mapping[str, Any]) -> Iterator[str]:
         yield f"task {task} is an eval task"
 
 
-def task_of(row: Mapping[str, Any], columns: Sequence[str] = _TASK_COLUMNS) -> dict[str, Any]:
-    """The reset columns of an SFT row (its ``task``) or of a task row (its ``columns``)."""
+def task_of(row: Mapping[str, Any], columns: Sequence[str] | None = None) -> dict[str, Any]:
+    """The reset columns of an SFT row (its ``task``) or of a task row: its ``columns``, by
+    default every registered game's task and setting columns."""
     if row.get("task") is not None:
         return dict(row["task"])
+    if columns is None:
+        envs = [registry.game(name).env for name in registry.names()]
+        columns = list(dict.fromkeys(k for env in envs for k in env.task_keys + env.setting_keys))
     return {key: row[key] for key in columns if row.get(key) is not None}
 
 
