@@ -73,6 +73,16 @@ def test_registering_puts_the_game_in_every_table_of_the_kit(game: ModuleType) -
     assert "ending in 5" in HELD_OUT[GAME] and GAME in dict(ENVS)
     with pytest.raises(ValueError, match="already registered"):
         registry.register(registry.GameSpec(**{**vars(game.SPEC), "budget": 64}))
+    for change, message in (
+        ({"name": "guess number"}, "identifier"),
+        ({"name": "guess_digit"}, "game_name = 'guess_digit'"),
+        ({"turn_limit": 0}, "turn_limit must be an int >= 1"),
+        ({"reward": {}}, "at least one term"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            registry.GameSpec(**{**vars(game.SPEC), **change})
+    with pytest.raises(ValueError, match="unknown game 'guess_digit'"):
+        task_dataset("guess_digit")
     with pytest.raises(TypeError, match="read-only"):
         ENVS["chess"] = game.GuessEnv
 
