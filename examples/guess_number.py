@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Collection, Mapping
-from typing import Any
 
 from kit.data import ending
 from kit.envs import GameEnv
 from kit.games import Step
-from kit.registry import GameSpec, Message, ToolCall, register
+from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
 from kit.rewards import called_tool, failed_calls, guesses_left, won
 from kit.solvers.policies import texts
 
@@ -136,13 +134,8 @@ def _reason(messages: list[Message], call: ToolCall) -> str:
     return f"The number is from {low} to {high}, so I guess the middle, {call[1]['number']}."
 
 
-def _random_move(
-    rng: random.Random,
-    messages: list[Message],
-    options: Mapping[str, Any],
-    words: Collection[str] | None,
-) -> ToolCall:
-    return "guess", {"number": rng.randint(LOW, HIGH)}
+def _random_move(context: MoveContext) -> ToolCall:
+    return "guess", {"number": context.rng.randint(LOW, HIGH)}
 
 
 try:  # serving needs the serve extra (OpenEnv); the rest of the game does not

@@ -35,6 +35,16 @@ ToolCall = tuple[str, dict[str, Any]]
 BUILTIN = {name: f"kit.builtin.{name}" for name in ("wordle", "catch", "sudoku", "echo")}
 
 
+@dataclass(frozen=True)
+class MoveContext:
+    """What a random player knows when it picks a move (``GameSpec.random_move``)."""
+
+    rng: random.Random  # the player's own, seeded per episode
+    messages: list[Message]  # the conversation so far
+    options: Mapping[str, Any]  # the env's variant options (``GameEnv.options``)
+    words: Collection[str] | None  # the word pool the player keeps to (``GameSpec.words``)
+
+
 def _no_reason(messages: list[Message], call: ToolCall) -> str:
     return ""
 
@@ -65,7 +75,7 @@ class GameSpec:
     tasks: Callable[[str], Sequence[Any] | None]
     task: Callable[[Any], tuple[dict[str, Any], str]]
     to_tool_call: Callable[[str], ToolCall]  # the tool call that plays a solver's action
-    random_move: Callable[..., ToolCall]  # (rng, messages, options, words): a well-formed move
+    random_move: Callable[[MoveContext], ToolCall]  # a well-formed move, drawn at random
     closing: Callable[[Any], str]  # the SFT conversations' last message, from the finished env
     held_out: str  # one line: what the eval split holds out, and how training data differs
     draw: Callable[[random.Random, str | None], Iterator[Any]] | None = None

@@ -7,15 +7,14 @@ heights only.
 
 from __future__ import annotations
 
-import random
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kit.data import ending, listing, load_split, task_of
 from kit.envs import CatchEnv
 from kit.games.catch import Catch
-from kit.registry import GameSpec, Message, ToolCall, register
+from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
 from kit.rewards import Rollout, called_tool, failed_calls, partial_credit, won
 from kit.solvers.catch import CatchSolver
 from kit.solvers.catch import _last_board as _board
@@ -55,14 +54,9 @@ def _reason(messages: list[Message], call: ToolCall) -> str:
     )
 
 
-def _random_move(
-    rng: random.Random,
-    messages: list[Message],
-    options: Mapping[str, Any],
-    words: Collection[str] | None,
-) -> ToolCall:
+def _random_move(context: MoveContext) -> ToolCall:
     """LEFT, STAY or RIGHT."""
-    return rng.choice(
+    return context.rng.choice(
         [("move", {"direction": "LEFT"}), ("stay", {}), ("move", {"direction": "RIGHT"})]
     )
 

@@ -7,28 +7,24 @@ task columns is reported as a leak. The game never ends; its prompt asks for one
 from __future__ import annotations
 
 import itertools
-import random
 import string
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kit.data import task_of
 from kit.envs import EchoEnv
 from kit.games.echo import Echo
-from kit.registry import GameSpec, Message, ToolCall, register
+from kit.registry import GameSpec, MoveContext, ToolCall, register
 from kit.rewards import called_tool, env_reward, repeated_calls
 from kit.solvers.echo import EchoSolver
 
 
-def _random_move(
-    rng: random.Random,
-    messages: list[Message],
-    options: Mapping[str, Any],
-    words: Collection[str] | None,
-) -> ToolCall:
+def _random_move(context: MoveContext) -> ToolCall:
     """1-10 random letters."""
-    size = rng.randint(1, 10)
-    return "echo", {"message": "".join(rng.choice(string.ascii_lowercase) for _ in range(size))}
+    letters = [
+        context.rng.choice(string.ascii_lowercase) for _ in range(context.rng.randint(1, 10))
+    ]
+    return "echo", {"message": "".join(letters)}
 
 
 def _leaks(row: Mapping[str, Any]) -> Iterator[str]:

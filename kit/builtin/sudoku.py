@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kit.data import ending, load_split, task_of
 from kit.envs import SudokuEnv
 from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
-from kit.registry import GameSpec, Message, ToolCall, register
+from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
 from kit.rewards import (
     Rollout,
     called_tool,
@@ -90,20 +90,15 @@ def _reason(messages: list[Message], call: ToolCall) -> str:
     return f"Row {row}, column {col} allows {listed}; only {number} fits the rest of the grid."
 
 
-def _random_move(
-    rng: random.Random,
-    messages: list[Message],
-    options: Mapping[str, Any],
-    words: Collection[str] | None,
-) -> ToolCall:
+def _random_move(context: MoveContext) -> ToolCall:
     """A random digit in a random empty cell (usually rejected: only the solution's digit is
     accepted; a player picking among the digits the row, column and box allow would win most
     default-difficulty games, too strong for a floor)."""
-    board = latest(messages, _board)
+    board = latest(context.messages, _board)
     if board is None:
         raise ValueError("no Sudoku board in the conversation")
-    cell = rng.choice([i for i in range(81) if not board[i]])
-    number = rng.randint(1, 9)
+    cell = context.rng.choice([i for i in range(81) if not board[i]])
+    number = context.rng.randint(1, 9)
     return "place", {"row": cell // 9 + 1, "col": cell % 9 + 1, "number": number}
 
 

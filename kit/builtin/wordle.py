@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
 from kit.data import SPLIT_SEED, check_split, ending, load_split, row_strings
 from kit.envs import WordleEnv
 from kit.games.wordle import Wordle, dictionary, secrets
-from kit.registry import GameSpec, Message, ToolCall, register
+from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
 from kit.rewards import (
     Rollout,
     called_tool,
@@ -81,24 +81,20 @@ def _sorted_dictionary(word_length: int) -> tuple[str, ...]:
     return tuple(sorted(dictionary(word_length)))  # sorted: set order changes between processes
 
 
-def _random_move(
-    rng: random.Random,
-    messages: list[Message],
-    options: Mapping[str, Any],
-    words: Collection[str] | None,
-) -> ToolCall:
+def _random_move(context: MoveContext) -> ToolCall:
     """A dictionary word not guessed yet (always accepted), or one of ``words`` if given."""
-    length = Wordle(**options).word_length
+    length = Wordle(**context.options).word_length
     pool = _sorted_dictionary(length)
-    if words is not None:
+    if context.words is not None:
         allowed = dictionary(length)
-        pool = tuple(w for w in words if w in allowed)
-    guessed = {args.get("word") for name, args in own_calls(messages) if name == "guess"}
+        pool = tuple(w for w in context.words if w in allowed)
+    calls = own_calls(context.messages)
+    guessed = {args.get("word") for name, args in calls if name == "guess"}
     if guessed.issuperset(pool):
         raise ValueError("no word left that the random player may guess")
-    word = rng.choice(pool)
+    word = context.rng.choice(pool)
     while word in guessed:
-        word = rng.choice(pool)
+        word = context.rng.choice(pool)
     return "guess", {"word": word}
 
 

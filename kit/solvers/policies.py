@@ -226,7 +226,8 @@ class _RandomPlayer:
         self.words = None if words is None else tuple(sorted(set(words)))
 
     def move(self, messages: list[Message]) -> tuple[str, dict[str, Any]]:
-        return registry.game(self.game).random_move(self.rng, messages, self.options, self.words)
+        context = registry.MoveContext(self.rng, messages, self.options, self.words)
+        return registry.game(self.game).random_move(context)
 
     def __call__(self, messages: list[Message]) -> Message:
         call = self.move(messages)
