@@ -89,6 +89,7 @@ class GameSpec:
     sft: Mapping[str, Any] = field(
         default_factory=lambda: {"num_games": 100, "seed": 0, "noise": 0.0}
     )  # how the game's SFT set is made: kit.data.sft_examples's options
+    # The SFT set's card, from its rows: a note on its tasks, and lines of its own.
     card_notes: Callable[[Sequence[Mapping[str, Any]]], tuple[str, str]] = _no_notes
     splits: Callable[[], dict[str, Any]] | None = None  # what data/splits/<name>.json holds
     server: str | None = None  # "module:Class" of its OpenEnv server (kit.serve, optional)
