@@ -28,7 +28,9 @@ which checks its arguments and hands the move to ``_play``) and is registered wi
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -45,6 +47,25 @@ class ToolCall:
     arguments: dict[str, Any]
     result: str | None
     error: str | None
+
+
+# TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
+NOT_TOOLS = ("reset", "get_reward")
+
+
+def env_tools(env: Any) -> list[Callable[..., Any]]:
+    """The tools TRL exposes for an env instance, in TRL's order (alphabetical, bound methods).
+
+    Every public function on the class except ``reset`` and ``get_reward``; properties and
+    private helpers are not tools.
+    """
+    if isinstance(env, type):
+        raise ValueError(f"env_tools needs an instance of {env.__name__}, not the class")
+    return [
+        getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in NOT_TOOLS and not name.startswith("_")
+    ]
 
 
 class GameEnv:

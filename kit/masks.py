@@ -15,9 +15,10 @@ loss saw:
 * :class:`Capture` records what a running ``GRPOTrainer`` actually trained on, batch by batch,
   as trajectories: the ids and masks it built, its rewards and advantages, the envs' states.
   It wraps three methods of one trainer instance; TRL itself is not modified.
-* :func:`chat_template`, :func:`env_tools`, :func:`prompt_ids` and :func:`tool_suffix_ids` are
-  TRL's own steps, shared with ``kit.rollout``; :func:`assistant_ids` is the one step TRL never
-  takes (re-encoding a finished turn); :func:`tool_calls` pairs calls with their replies.
+* :func:`chat_template`, :func:`prompt_ids` and :func:`tool_suffix_ids` are TRL's own steps,
+  shared with ``kit.rollout`` (``kit.envs.env_tools`` is the one that lists an env's tools);
+  :func:`assistant_ids` is the one step TRL never takes (re-encoding a finished turn);
+  :func:`tool_calls` pairs calls with their replies.
 
 ``tests/test_masks.py`` runs the real trainer through every env and checks both against it,
 token for token.
@@ -28,7 +29,6 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
-import inspect
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.envs import ENVS, env_tools
 from kit.trajectory import Trajectory
 
 Message = dict[str, Any]
@@ -89,21 +90,6 @@ def _training_template(tokenizer: Any) -> str | None:
             "how the assistant turn before it renders) and TRL has no training variant of it, so "
             "no token boundary between model and environment exists"
         ) from error
-
-
-def env_tools(env: Any) -> list[Callable[..., Any]]:
-    """The tools TRL exposes for an env instance, in TRL's order (alphabetical, bound methods).
-
-    Every public function on the class except ``reset`` and ``get_reward``; properties and
-    private helpers are not tools.
-    """
-    if isinstance(env, type):
-        raise ValueError(f"env_tools needs an instance of {env.__name__}, not the class")
-    return [
-        getattr(env, name)
-        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
-        if name not in ("reset", "get_reward") and not name.startswith("_")
-    ]
 
 
 def prompt_ids(
@@ -712,14 +698,10 @@ class Capture:
 
 def env_name(env_cls: type) -> str:
     """The ``kit.envs.ENVS`` key of an env class (``"wordle"``), else the class name."""
-    from kit.envs import ENVS
-
     return next((name for name, cls in ENVS.items() if cls is env_cls), env_cls.__name__)
 
 
 def _tool_list(tools: Tools | type | Any | str | None) -> list[Any]:
-    from kit.envs import ENVS
-
     if tools is None:
         return []
     if isinstance(tools, str):

@@ -30,9 +30,9 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 
 from kit import masks  # noqa: E402
-from kit.envs import ENVS  # noqa: E402
+from kit.envs import ENVS, env_tools  # noqa: E402
 from kit.games import make  # noqa: E402
-from kit.masks import Capture, build, env_tools, tool_calls, tool_suffix_ids  # noqa: E402
+from kit.masks import Capture, build, tool_calls, tool_suffix_ids  # noqa: E402
 from kit.models import tiny_model, tiny_tokenizer  # noqa: E402
 from kit.solvers import policies  # noqa: E402
 from kit.train import grpo_config  # noqa: E402
