@@ -160,7 +160,13 @@ class GameEnv:
             )
         step: Step | None = None
         if problem is None:
-            step = self._game.step(action)
+            try:
+                step = self._game.step(action)
+            except ValueError as error:
+                # The engine's own refusal (a call before any reset) is a failed call too:
+                # TRL counts it in tools/failure_frequency, so invalid_calls must as well.
+                self._calls.append(ToolCall(tool, dict(arguments), None, str(error)))
+                raise
             self._observation += step.observation
             if not step.info.get("valid", True):
                 problem = self._explain(step) if hint is None else f"{hint}\n{self._explain(step)}"
