@@ -410,3 +410,8 @@ class EchoEnv(GameEnv):
 # The tool env of every game, by name (each game's GameSpec.env): games registered later are in
 # it too. A dict, as TRL wants a multi-environment environment_factory.
 ENVS = registry.View("env")
+
+
+def env_name(env_cls: type) -> str:
+    """The ``ENVS`` key of an env class (``"wordle"``), else the class name (a variant's)."""
+    return next((name for name, cls in ENVS.items() if cls is env_cls), env_cls.__name__)
