@@ -27,7 +27,8 @@ from kit.envs import ENVS, env_tools
 from kit.games import make
 from kit.games.wordle import secrets
 from kit.paths import data_dir
-from kit.rewards import compute_score, validate_environments
+from kit.rewards import validate_environments
+from kit.scoring import compute_score
 from kit.solvers.policies import tool_schemas
 from tests.scripted import tool_call
 
