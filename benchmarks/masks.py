@@ -41,8 +41,8 @@ import trl
 # the checkout this file is in, not whichever one an editable install points at
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kit.envs import ENVS  # noqa: E402
-from kit.masks import build, env_tools  # noqa: E402
+from kit.envs import ENVS, env_tools  # noqa: E402
+from kit.masks import build  # noqa: E402
 from kit.models import tiny_tokenizer  # noqa: E402
 from kit.solvers.policies import noisy_policy, random_policy, run_episode  # noqa: E402
 

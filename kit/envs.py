@@ -28,7 +28,9 @@ which checks its arguments and hands the move to ``_play``) and is registered wi
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -45,6 +47,25 @@ class ToolCall:
     arguments: dict[str, Any]
     result: str | None
     error: str | None
+
+
+# TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
+NOT_TOOLS = ("reset", "get_reward")
+
+
+def env_tools(env: Any) -> list[Callable[..., Any]]:
+    """The tools TRL exposes for an env instance, in TRL's order (alphabetical, bound methods).
+
+    Every public function on the class except ``reset`` and ``get_reward``; properties and
+    private helpers are not tools.
+    """
+    if isinstance(env, type):
+        raise ValueError(f"env_tools needs an instance of {env.__name__}, not the class")
+    return [
+        getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in NOT_TOOLS and not name.startswith("_")
+    ]
 
 
 class GameEnv:
@@ -139,7 +160,13 @@ class GameEnv:
             )
         step: Step | None = None
         if problem is None:
-            step = self._game.step(action)
+            try:
+                step = self._game.step(action)
+            except ValueError as error:
+                # The engine's own refusal (a call before any reset) is a failed call too:
+                # TRL counts it in tools/failure_frequency, so invalid_calls must as well.
+                self._calls.append(ToolCall(tool, dict(arguments), None, str(error)))
+                raise
             self._observation += step.observation
             if not step.info.get("valid", True):
                 problem = self._explain(step) if hint is None else f"{hint}\n{self._explain(step)}"
@@ -383,3 +410,8 @@ class EchoEnv(GameEnv):
 # The tool env of every game, by name (each game's GameSpec.env): games registered later are in
 # it too. A dict, as TRL wants a multi-environment environment_factory.
 ENVS = registry.View("env")
+
+
+def env_name(env_cls: type) -> str:
+    """The ``ENVS`` key of an env class (``"wordle"``), else the class name (a variant's)."""
+    return next((name for name, cls in ENVS.items() if cls is env_cls), env_cls.__name__)

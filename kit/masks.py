@@ -12,12 +12,12 @@ loss saw:
 * :func:`build` turns a finished conversation into ``prompt_ids``, ``completion_ids`` and
   ``tool_mask`` (TRL's names and meanings), as a :class:`kit.trajectory.Trajectory` whose
   ``spans(tokenizer)`` give the text, ids, source and turn of every run of tokens.
-* :class:`Capture` records what a running ``GRPOTrainer`` actually trained on, batch by batch,
-  as trajectories: the ids and masks it built, its rewards and advantages, the envs' states.
-  It wraps three methods of one trainer instance; TRL itself is not modified.
-* :func:`chat_template`, :func:`env_tools`, :func:`prompt_ids` and :func:`tool_suffix_ids` are
-  TRL's own steps, shared with ``kit.rollout``; :func:`assistant_ids` is the one step TRL never
-  takes (re-encoding a finished turn); :func:`tool_calls` pairs calls with their replies.
+* :class:`kit.capture.Capture` (importable from here too) records what a running
+  ``GRPOTrainer`` actually trained on, batch by batch: the other side of the comparison.
+* :func:`chat_template`, :func:`prompt_ids` and :func:`tool_suffix_ids` are TRL's own steps,
+  shared with ``kit.rollout`` (``kit.envs.env_tools`` is the one that lists an env's tools);
+  :func:`assistant_ids` is the one step TRL never takes (re-encoding a finished turn);
+  ``kit.trajectory.tool_calls`` pairs calls with their replies.
 
 ``tests/test_masks.py`` runs the real trainer through every env and checks both against it,
 token for token.
@@ -25,18 +25,18 @@ token for token.
 
 from __future__ import annotations
 
-import ast
-import copy
 import hashlib
-import inspect
-import math
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.trajectory import Trajectory
+from kit.capture import Batch as Batch  # re-exported: Capture lived here
+from kit.capture import Capture as Capture
+from kit.envs import ENVS, env_tools
+from kit.envs import env_name as env_name  # re-exported: it lived here
+from kit.trajectory import Trajectory, is_truncated, tool_calls
 
 Message = dict[str, Any]
 Tools = Sequence[Callable[..., Any] | dict[str, Any]]
@@ -89,21 +89,6 @@ def _training_template(tokenizer: Any) -> str | None:
             "how the assistant turn before it renders) and TRL has no training variant of it, so "
             "no token boundary between model and environment exists"
         ) from error
-
-
-def env_tools(env: Any) -> list[Callable[..., Any]]:
-    """The tools TRL exposes for an env instance, in TRL's order (alphabetical, bound methods).
-
-    Every public function on the class except ``reset`` and ``get_reward``; properties and
-    private helpers are not tools.
-    """
-    if isinstance(env, type):
-        raise ValueError(f"env_tools needs an instance of {env.__name__}, not the class")
-    return [
-        getattr(env, name)
-        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
-        if name not in ("reset", "get_reward") and not name.startswith("_")
-    ]
 
 
 def prompt_ids(
@@ -302,7 +287,7 @@ def build(
         tool_mask=mask,
         completion_mask=[1] * len(completion),
         tool_calls=tool_calls(history),
-        truncated=dropped or _cut(completion, _stop_ids(tokenizer)),
+        truncated=dropped or is_truncated(completion, _stop_ids(tokenizer)),
     )
 
 
@@ -486,240 +471,10 @@ def _through_last_eos(text: str, eos: str | None) -> str:
     return text
 
 
-def tool_calls(messages: list[Message]) -> list[dict[str, Any]]:
-    """Every tool call of a conversation with what the model was shown back, turn by turn.
-
-    Each entry: ``turn`` (1 for the first assistant turn), ``name``, ``arguments``, and either
-    ``result`` (the tool message's text) or ``error`` (the text of TRL's ``{'error': ...}``
-    reply). A call the model was never answered (the last turn when the tool-call cap or the
-    length budget ended the episode) has both ``None``.
-    """
-    calls: list[dict[str, Any]] = []
-    turn = 0
-    for index, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        turn += 1
-        replies = []
-        for reply in messages[index + 1 :]:
-            if reply["role"] != "tool":
-                break
-            replies.append(reply)
-        for k, call in enumerate(message.get("tool_calls") or []):
-            function = call.get("function", call)
-            result = error = None
-            if k < len(replies):
-                content = replies[k]["content"]
-                error = _error_text(content)
-                result = None if error is not None else content
-            calls.append(
-                {
-                    "turn": turn,
-                    "name": function.get("name"),
-                    "arguments": function.get("arguments"),
-                    "result": result,
-                    "error": error,
-                }
-            )
-    return calls
-
-
-# -- capturing a running trainer -----------------------------------------------------------------
-
-
-@dataclass
-class Batch:
-    """One generation batch of a ``GRPOTrainer``: the step it was made at, and its episodes."""
-
-    step: int
-    mode: str  # "train" or "eval"
-    trajectories: list[Trajectory] = field(default_factory=list)
-
-
-class Capture:
-    """Record what a ``GRPOTrainer`` trains on, one :class:`Batch` per generation batch.
-
-    ::
-
-        trainer = GRPOTrainer(..., environment_factory=WordleEnv)
-        capture = Capture(trainer)
-        trainer.train()
-        capture.trajectories[0].spans(tokenizer)
-
-    Each trajectory holds the trainer's own tensors, unpadded: ``prompt_ids`` (left padding
-    removed), ``completion_ids`` and ``completion_mask`` (right padding removed), ``tool_mask``
-    as built by the tool loop (with ``mask_truncated_completions`` the trainer also zeroes it
-    for a cut completion; here that shows in ``completion_mask`` only, so the loss mask is the
-    trainer's and the provenance stays true), plus the messages, each reward function's value (``rewards``), the weighted ``reward`` and
-    the ``advantage``; and, from the env instance, ``states`` (``states[k - 1]``: its
-    ``transcript`` after turn ``k``'s tool calls), ``done``, ``won`` and ``task`` (the row's
-    columns).
-
-    It wraps ``_generate_and_score_completions``, ``_generate`` and ``_calculate_rewards`` on
-    this trainer instance (TRL is not modified); :meth:`close` puts them back. ``keep`` bounds
-    memory on long runs: only the last ``keep`` batches are kept.
-    """
-
-    _HOOKED = ("_generate_and_score_completions", "_generate", "_calculate_rewards")
-
-    def __init__(self, trainer: Any, keep: int | None = None) -> None:
-        if keep is not None and keep < 1:
-            raise ValueError(f"keep must be at least 1 (or None for every batch), got {keep}")
-        missing = [name for name in self._HOOKED if not callable(getattr(trainer, name, None))]
-        if missing:
-            raise ValueError(
-                f"{type(trainer).__name__} has no {missing}: Capture needs TRL 1.16's GRPOTrainer"
-            )
-        self.trainer = trainer
-        self.keep = keep
-        self.batches: list[Batch] = []
-        self._pending: dict[str, Any] = {}
-        self._originals = {name: getattr(trainer, name) for name in self._HOOKED}
-        # a capture already installed on this trainer is restored by close(), not removed
-        self._shadowed = {
-            name: trainer.__dict__[name] for name in self._HOOKED if name in trainer.__dict__
-        }
-        trainer._generate_and_score_completions = self._generate_and_score_completions
-        trainer._generate = self._generate
-        trainer._calculate_rewards = self._calculate_rewards
-
-    @property
-    def trajectories(self) -> list[Trajectory]:
-        """Every captured episode, batch after batch."""
-        return [t for batch in self.batches for t in batch.trajectories]
-
-    def close(self) -> None:
-        """Stop capturing: the trainer's own methods are restored."""
-        for name in self._originals:
-            if name in self._shadowed:
-                self.trainer.__dict__[name] = self._shadowed[name]
-            else:
-                self.trainer.__dict__.pop(name, None)
-        self._originals = {}
-
-    def __enter__(self) -> Capture:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- the hooks
-    def _generate(self, prompts: list[Any]) -> Any:
-        trainer = self.trainer
-        environments = getattr(trainer, "environments", None) or []
-        states = [_state(env) for env in environments]
-        logs: list[list[str | None]] = [[] for _ in prompts]
-        originals: list[dict[str, Any]] = []
-        if getattr(trainer, "tools", None):
-            originals = trainer._sync_tool_dicts
-            trainer._sync_tool_dicts = [
-                {name: _logged(tool, logs[i], environments, i) for name, tool in tools.items()}
-                for i, tools in enumerate(originals)
-            ]
-        try:
-            result = self._originals["_generate"](prompts)
-        finally:
-            if originals:
-                trainer._sync_tool_dicts = originals
-        prompt_ids_list, completion_ids_list, tool_masks, completions = result[:4]
-        self._pending = {
-            "tool_masks": tool_masks,
-            "prompts": copy.deepcopy(prompts),
-            "completions": copy.deepcopy(completions),
-            "prompt_lengths": [len(ids) for ids in prompt_ids_list],
-            "completion_lengths": [len(ids) for ids in completion_ids_list],
-            "states": states,
-            "logs": logs,
-            "known": [set(tools) for tools in originals],
-        }
-        return result
-
-    def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
-        rewards = self._originals["_calculate_rewards"](*args, **kwargs)
-        self._pending["rewards_per_func"] = rewards.detach().float().cpu()
-        return rewards
-
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        trainer = self.trainer
-        self._pending = {}
-        output = self._originals["_generate_and_score_completions"](inputs)
-        pending, self._pending = self._pending, {}
-        mode = "train" if trainer.model.training else "eval"
-        batch = Batch(step=trainer.state.global_step, mode=mode)
-        batch.trajectories = self._trajectories(inputs, output, pending)
-        self.batches.append(batch)
-        if self.keep is not None:
-            del self.batches[: -self.keep]
-        return output
-
-    def _trajectories(
-        self, inputs: list[dict[str, Any]], output: dict[str, Any], pending: dict[str, Any]
-    ) -> list[Trajectory]:
-        trainer = self.trainer
-        stop = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
-        environments = getattr(trainer, "environments", None) or [None] * len(inputs)
-        weights = trainer.reward_weights.float().cpu()
-        start = trainer.accelerator.process_index * len(inputs)
-        rewards_per_func = pending["rewards_per_func"][start : start + len(inputs)]
-        cap = trainer.max_tool_calling_iterations
-        trajectories = []
-        for i, row in enumerate(inputs):
-            n = pending["completion_lengths"][i]
-            p = pending["prompt_lengths"][i]
-            prompt_row = output["prompt_ids"][i]
-            completion_ids = output["completion_ids"][i][:n].tolist()
-            # provenance before `mask_truncated_completions` zeroes a cut completion's tool_mask;
-            # that zeroing reaches the loss through completion_mask, which is kept as trained
-            tool_masks = pending["tool_masks"]
-            tool_mask = list(tool_masks[i]) if tool_masks is not None else [1] * n
-            messages = pending["prompts"][i] + pending["completions"][i]
-            env = environments[i]
-            calls = tool_calls(messages)
-            func_rewards = rewards_per_func[i]
-            scored = ~func_rewards.isnan()
-            trajectories.append(
-                Trajectory(
-                    messages=messages,
-                    prompt_ids=prompt_row[prompt_row.numel() - p :].tolist(),
-                    completion_ids=completion_ids,
-                    tool_mask=tool_mask,
-                    completion_mask=output["completion_mask"][i][:n].tolist(),
-                    env=None if env is None else env_name(type(env)),
-                    task={k: v for k, v in row.items() if k != "prompt"},
-                    tool_calls=calls,
-                    states=_turn_states(
-                        messages, pending["states"][i], pending["logs"][i], pending["known"][i]
-                    )
-                    if env is not None and pending["known"] and pending["states"][i] is not None
-                    else [],
-                    reward=float((func_rewards[scored] * weights[scored]).sum())
-                    if bool(scored.any())
-                    else math.nan,
-                    rewards=dict(
-                        zip(trainer.reward_func_names, func_rewards.tolist(), strict=True)
-                    ),
-                    advantage=float(output["advantages"][i]),
-                    done=bool(getattr(env, "done", False)),
-                    won=bool(getattr(env, "won", False)),
-                    truncated=_cut(completion_ids, stop) or _dropped(messages, cap),
-                )
-            )
-        return trajectories
-
-
 # -- small shared helpers ------------------------------------------------------------------------
 
 
-def env_name(env_cls: type) -> str:
-    """The ``kit.envs.ENVS`` key of an env class (``"wordle"``), else the class name."""
-    from kit.envs import ENVS
-
-    return next((name for name, cls in ENVS.items() if cls is env_cls), env_cls.__name__)
-
-
 def _tool_list(tools: Tools | type | Any | str | None) -> list[Any]:
-    from kit.envs import ENVS
-
     if tools is None:
         return []
     if isinstance(tools, str):
@@ -761,84 +516,6 @@ def _checked_messages(messages: list[Message]) -> list[Message]:
 
 def _stop_ids(tokenizer: Any) -> set[int]:
     return {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
-
-
-def _cut(completion_ids: list[int], stop: set[int]) -> bool:
-    """TRL's ``is_truncated``: the completion does not end on an EOS (or pad) token."""
-    return bool(completion_ids) and completion_ids[-1] not in stop
-
-
-def _dropped(messages: list[Message], cap: int) -> bool:
-    """Whether the length budget dropped the last turn's tool results.
-
-    A last turn that called tools but got no answer ended either at the tool-call cap (then
-    exactly ``cap`` turns were answered) or because its results would overflow the budget.
-    """
-    assistants = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-    if not assistants or not messages[assistants[-1]].get("tool_calls"):
-        return False
-    if messages[-1]["role"] == "tool":
-        return False
-    answered = sum(
-        1 for i in assistants if i + 1 < len(messages) and messages[i + 1]["role"] == "tool"
-    )
-    return answered < cap
-
-
-def _error_text(content: Any) -> str | None:
-    """The message of TRL's ``str({'error': message})`` reply, or None for a normal result."""
-    if not isinstance(content, str) or not content.startswith("{'error': "):
-        return None
-    try:
-        value = ast.literal_eval(content)
-    except (ValueError, SyntaxError):
-        return None
-    if isinstance(value, dict) and list(value) == ["error"]:
-        return str(value["error"])
-    return None
-
-
-def _state(env: Any) -> str | None:
-    return getattr(env, "transcript", None)
-
-
-def _logged(
-    tool: Callable[..., Any], log: list[str | None], environments: list[Any], index: int
-) -> Callable[..., Any]:
-    """``tool``, noting the env's state after every call, whether it returns or raises."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return tool(*args, **kwargs)
-        finally:
-            log.append(_state(environments[index]) if index < len(environments) else None)
-
-    call.__name__ = tool.__name__
-    return call
-
-
-def _turn_states(
-    messages: list[Message], initial: str | None, log: list[str | None], known: set[str]
-) -> list[str | None]:
-    """``states[k - 1]``: the env's state after turn ``k``'s tool calls (``initial``: after reset).
-
-    The trainer calls a turn's tools in order, so the per-call log is consumed turn by turn;
-    an unknown tool name never reaches the env, and the calls of a turn the tool-call cap cut
-    off never run (the log is exhausted by then).
-    """
-    states = [initial]
-    cursor = 0
-    for message in messages:
-        if message["role"] != "assistant":
-            continue
-        state = states[-1]
-        for call in message.get("tool_calls") or []:
-            name = call.get("function", call).get("name")
-            if name in known and cursor < len(log):
-                state = log[cursor]
-                cursor += 1
-        states.append(state)
-    return states[1:]
 
 
 def _template_name(tokenizer: Any, template: str | None) -> str:

@@ -47,16 +47,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.masks import (
-    Message,
-    chat_template,
-    env_name,
-    env_tools,
-    prompt_ids,
-    tool_calls,
-    tool_suffix_ids,
-)
-from kit.trajectory import Trajectory
+from kit.envs import env_name, env_tools
+from kit.masks import Message, chat_template, prompt_ids, tool_suffix_ids
+from kit.trajectory import Trajectory, is_truncated, tool_calls
 
 DEFAULT_PROMPT: list[Message] = [{"role": "user", "content": ""}]  # TRL's, for rows with no prompt
 
@@ -192,7 +185,7 @@ def rollout(
 
     Each :class:`~kit.trajectory.Trajectory` carries the messages, ``prompt_ids``,
     ``completion_ids``, ``tool_mask`` (0 for env tokens) and ``completion_mask``, the env name
-    and task, ``tool_calls`` (see :func:`kit.masks.tool_calls`), ``states`` (``states[k - 1]``:
+    and task, ``tool_calls`` (see :func:`kit.trajectory.tool_calls`), ``states`` (``states[k - 1]``:
     the env's ``transcript`` after turn ``k``'s tool calls), and the env's ``reward``,
     ``done`` and ``won``. ``truncated`` is True when the length budget cut the episode: a turn
     that ends without EOS (TRL's ``is_truncated``) or tool results dropped.
@@ -326,7 +319,7 @@ def _parse(tokenizer: Any, ids: list[int], prefix: list[int], tools: list[Any]) 
 def _trajectory(episode: _Episode, env_cls: type, stop: set[int], mask_cut: bool) -> Trajectory:
     messages = episode.prompt + episode.completions
     ids = episode.completion_ids
-    cut = bool(ids) and ids[-1] not in stop  # TRL's `is_truncated`
+    cut = is_truncated(ids, stop)
     env = episode.env
     reward = getattr(env, "reward", None)
     return Trajectory(

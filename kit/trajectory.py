@@ -11,10 +11,13 @@ this is the one place that says what a token's provenance is:
 
 ``prompt_ids``, ``completion_ids``, ``tool_mask`` and ``completion_mask`` carry TRL's names and
 meanings; the loss mask is ``completion_mask * tool_mask``, as in ``GRPOTrainer``.
+:func:`tool_calls` makes a conversation's ``tool_calls`` records, and :func:`is_truncated` is
+TRL's test of a completion the length budget cut: every module that builds trajectories uses both.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -103,3 +106,59 @@ class Trajectory:
         """How many tokens of each source the episode holds."""
         sources = self.sources
         return {s: sources.count(s) for s in ("prompt", "model", "env")}
+
+
+def tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every tool call of a conversation with what the model was shown back, turn by turn.
+
+    Each entry: ``turn`` (1 for the first assistant turn), ``name``, ``arguments``, and either
+    ``result`` (the tool message's text) or ``error`` (the text of TRL's ``{'error': ...}``
+    reply). A call the model was never answered (the last turn when the tool-call cap or the
+    length budget ended the episode) has both ``None``.
+    """
+    calls: list[dict[str, Any]] = []
+    turn = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        turn += 1
+        replies = []
+        for reply in messages[index + 1 :]:
+            if reply["role"] != "tool":
+                break
+            replies.append(reply)
+        for k, call in enumerate(message.get("tool_calls") or []):
+            function = call.get("function", call)
+            result = error = None
+            if k < len(replies):
+                content = replies[k]["content"]
+                error = _error_text(content)
+                result = None if error is not None else content
+            calls.append(
+                {
+                    "turn": turn,
+                    "name": function.get("name"),
+                    "arguments": function.get("arguments"),
+                    "result": result,
+                    "error": error,
+                }
+            )
+    return calls
+
+
+def _error_text(content: Any) -> str | None:
+    """The message of TRL's ``str({'error': message})`` reply, or None for a normal result."""
+    if not isinstance(content, str) or not content.startswith("{'error': "):
+        return None
+    try:
+        value = ast.literal_eval(content)
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(value, dict) and list(value) == ["error"]:
+        return str(value["error"])
+    return None
+
+
+def is_truncated(completion_ids: list[int], stop: set[int]) -> bool:
+    """TRL's ``is_truncated``: the completion does not end on an EOS (or pad) token."""
+    return bool(completion_ids) and completion_ids[-1] not in stop

@@ -23,11 +23,12 @@ from kit.data import (
     validate_example,
     wordle_secrets,
 )
-from kit.envs import ENVS
+from kit.envs import ENVS, env_tools
 from kit.games import make
 from kit.games.wordle import secrets
 from kit.paths import data_dir
-from kit.rewards import compute_score, validate_environments
+from kit.rewards import validate_environments
+from kit.scoring import compute_score
 from kit.solvers.policies import tool_schemas
 from tests.scripted import tool_call
 
@@ -70,17 +71,11 @@ def test_task_rows_reset_two_instances_to_the_same_observation(game: str) -> Non
         first = ENVS[game]().reset(**row)
         assert ENVS[game]().reset(**row) == first
         with contextlib.suppress(ValueError):  # a move the game may refuse: state changes anyway
-            getattr(used, next(iter(_tools(used))))(**_any_arguments(game))
+            env_tools(used)[0](**_any_arguments(game))
         assert used.reset(**row) == first
         keys = ENVS[game].task_keys + ENVS[game].setting_keys  # Catch's board size included
         task = {k: v for k, v in row.items() if k in keys}
         assert first == make(game).reset(**task)
-
-
-def _tools(env):
-    from kit.solvers.policies import env_tools
-
-    return env_tools(env)
 
 
 def _any_arguments(game: str) -> dict:
@@ -248,7 +243,7 @@ def test_tools_column_renders_the_prompt_grpo_renders(tiny) -> None:
     _, tokenizer = tiny
     for game in GAMES:
         row = _shipped(game)[0]
-        methods = list(_tools(ENVS[game]()).values())
+        methods = env_tools(ENVS[game]())
         head = row["messages"][:3]
         from_column = tokenizer.apply_chat_template(head, tools=row["tools"], tokenize=False)
         assert from_column == tokenizer.apply_chat_template(head, tools=methods, tokenize=False)

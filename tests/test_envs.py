@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit.envs import ENVS, CatchEnv, EchoEnv, SudokuEnv, WordleEnv
+from kit.envs import ENVS, CatchEnv, EchoEnv, SudokuEnv, ToolCall, WordleEnv
 from kit.games import make
 from kit.solvers import solver
 
@@ -145,6 +145,24 @@ def test_fuzz_tools_raise_only_value_error_and_keep_state_consistent(env_cls, da
         assert env.invalid_calls == sum(call.error is not None for call in env.calls)
     # The engine underneath agrees with a fresh engine fed the same moves.
     assert env.game.num_steps <= len(env.calls)
+
+
+@pytest.mark.parametrize("env_cls", [WordleEnv, CatchEnv, SudokuEnv])
+def test_a_call_the_engine_refuses_is_recorded(env_cls):
+    """A tool call before any reset is refused by the engine itself, not by the tool's checks:
+    it is a failed call all the same, recorded with the text the model is shown, so that
+    invalid_calls agrees with TRL's tools/failure_frequency."""
+    env = env_cls()
+    tool, arguments = {
+        WordleEnv: ("guess", {"word": "crane"}),
+        CatchEnv: ("move", {"direction": "LEFT"}),
+        SudokuEnv: ("place", {"row": 1, "col": 1, "number": 1}),
+    }[env_cls]  # well-formed, so that only the engine can refuse it
+    with pytest.raises(ValueError, match="reset") as refused:
+        getattr(env, tool)(**arguments)
+    assert env.invalid_calls == 1
+    assert env.calls == [ToolCall(tool, arguments, None, str(refused.value))]
+    assert env.transcript == ""
 
 
 @pytest.mark.parametrize("env_cls", [WordleEnv, CatchEnv, SudokuEnv])

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,21 +20,17 @@ from kit.rewards import (
     Rollout,
     Term,
     called_tool,
-    compute_score,
     default_reward,
     env_reward,
     failed_calls,
     guesses_left,
-    parse_tool_calls,
     partial_credit,
     repeated_calls,
-    reward_func,
     routed_rewards,
-    score,
-    single_turn_reward,
     validate_environments,
     won,
 )
+from kit.scoring import compute_score, parse_tool_calls, reward_func, score, single_turn_reward
 from kit.solvers.policies import assistant_message, call_tool
 from kit.trajectory import Trajectory
 from tests.scripted import tool_call
@@ -378,3 +377,20 @@ def test_grpo_logs_each_environment_reward_separately(tmp_path) -> None:
     )
     assert log["rewards/wordle/won"] == 1.0 and log["rewards/catch/won"] == 1.0
     assert log["frac_reward_zero_std"] == 1.0  # scripted: both rollouts of a prompt are equal
+
+
+@pytest.mark.parametrize("first", ["kit.rewards", "kit.scoring"])
+def test_scoring_names_still_import_from_kit_rewards(first: str) -> None:
+    """The scoring adapters moved to kit.scoring; kit.rewards still gives every one of them,
+    without an import cycle, whichever module a fresh interpreter imports first."""
+    code = (
+        f"import {first}\n"
+        "from kit import rewards, scoring\n"
+        "from kit.rewards import score\n"
+        "names = ('compute_score', 'parse_tool_calls', 'replay', 'reward_func', 'score',\n"
+        "         'single_turn_reward')\n"
+        "assert all(getattr(rewards, n) is getattr(scoring, n) for n in names)\n"
+        "assert score is scoring.score\n"
+        "assert not hasattr(rewards, 'no_such_name')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])

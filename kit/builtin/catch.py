@@ -16,8 +16,7 @@ from kit.envs import CatchEnv
 from kit.games.catch import Catch
 from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
 from kit.rewards import Rollout, called_tool, failed_calls, partial_credit, won
-from kit.solvers.catch import CatchSolver
-from kit.solvers.catch import _last_board as _board
+from kit.solvers.catch import CatchSolver, last_board
 from kit.solvers.policies import latest
 
 # Eval heights are never trained on; 12 rows (11 moves) is the tallest board whose game fits
@@ -42,7 +41,7 @@ def _to_tool_call(action: str) -> ToolCall:
 
 
 def _reason(messages: list[Message], call: ToolCall) -> str:
-    ball, paddle = latest(messages, _board)
+    ball, paddle = latest(messages, last_board)
     where = (
         "is under the ball: stay"
         if ball == paddle

@@ -25,8 +25,7 @@ from kit.rewards import (
     won,
 )
 from kit.solvers.policies import latest
-from kit.solvers.sudoku import SudokuSolver
-from kit.solvers.sudoku import _last_board as _board
+from kit.solvers.sudoku import SudokuSolver, last_board
 
 SUDOKU_EVAL_SIZE = 50
 SUDOKU_EVAL_SEED_BASE = 1_000_000  # eval puzzles come from seeds 1_000_000, 1_000_001, ...
@@ -78,7 +77,7 @@ def _candidates(board: list[int], cell: int) -> list[int]:
 
 
 def _reason(messages: list[Message], call: ToolCall) -> str:
-    board = latest(messages, _board)
+    board = latest(messages, last_board)
     row, col, number = call[1]["row"], call[1]["col"], call[1]["number"]
     options = _candidates(board, 9 * (row - 1) + col - 1)
     if len(options) == 1:
@@ -94,7 +93,7 @@ def _random_move(context: MoveContext) -> ToolCall:
     """A random digit in a random empty cell (usually rejected: only the solution's digit is
     accepted; a player picking among the digits the row, column and box allow would win most
     default-difficulty games, too strong for a floor)."""
-    board = latest(context.messages, _board)
+    board = latest(context.messages, last_board)
     if board is None:
         raise ValueError("no Sudoku board in the conversation")
     cell = context.rng.choice([i for i in range(81) if not board[i]])
@@ -110,7 +109,7 @@ def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
         yield f"task puzzle {puzzle} is an eval puzzle"
     for i, message in enumerate(row.get("messages") or []):
         if message["role"] == "user":
-            board = _board(str(message["content"]))
+            board = last_board(str(message["content"]))
             shown = None if board is None else "".join(str(v) if v else "." for v in board)
             if shown in held_out:
                 yield f"messages[{i}] shows the eval puzzle {shown}"

@@ -157,7 +157,9 @@ class Server:
         return f"Server({self.url!r}, running={self._thread.is_alive()})"
 
 
-def _environment(spec: str) -> type[KitEnvironment]:
+def environment_class(spec: str) -> type[KitEnvironment]:
+    """The ``KitEnvironment`` class a game name (``"wordle"``) or a ``"module:Class"``
+    entrypoint names; ``ValueError`` for anything else (a URL is no class)."""
     if spec in ENVIRONMENTS:
         return ENVIRONMENTS[spec]
     if ":" not in spec:
@@ -196,7 +198,7 @@ def resolve_env(
         raise ValueError(f"spec must be a URL, a game name or 'module:Class', not {spec!r}")
     if spec.startswith(_SCHEMES):
         return spec, None
-    environment = _environment(spec)
+    environment = environment_class(spec)
     server = Server(build_app(environment, max_concurrent_envs, seed=seed), host, port)
     return server.url, server
 
@@ -213,7 +215,7 @@ def spec_to_factory(spec: str, *, game: str | None = None, **client_options: Any
 
     url, server = resolve_env(spec)
     if game is None:
-        game = _environment(spec).game_name if server is not None else _served_game(url)
+        game = environment_class(spec).game_name if server is not None else _served_game(url)
     factory = kit.remote.env(game, url, **client_options)
     factory.server = server
     return factory

@@ -6,7 +6,7 @@ import argparse
 
 import uvicorn
 
-from kit.serve import DEFAULT_MAX_CONCURRENT_ENVS, ENVIRONMENTS, _environment, build_app
+from kit.serve import DEFAULT_MAX_CONCURRENT_ENVS, ENVIRONMENTS, build_app, environment_class
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=None, help="seeds the tasks a bare reset draws")
     args = parser.parse_args(argv)
     try:
-        environment = _environment(args.environment)
+        environment = environment_class(args.environment)
     except ValueError as error:
         parser.error(str(error))
     app = build_app(environment, args.max_concurrent_envs, seed=args.seed)

@@ -28,7 +28,7 @@ class CatchSolver:
         A text with no board (an invalid-move message) leaves the state as it was, since an
         invalid move does not advance the game.
         """
-        board = _last_board(observation)
+        board = last_board(observation)
         if board is not None:
             self._ball_col, self._paddle_col = board
         if self._ball_col is None or self._paddle_col is None:
@@ -40,7 +40,7 @@ class CatchSolver:
         return "STAY"
 
 
-def _last_board(text: str) -> tuple[int, int] | None:
+def last_board(text: str) -> tuple[int, int] | None:
     """(ball column, paddle column) of the last complete board drawn in ``text``."""
     block: list[str] = []
     found: tuple[int, int] | None = None

@@ -38,14 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit import registry
+from kit.envs import env_tools
 from kit.solvers import solver
 
 Message = dict[str, Any]
 Policy = Callable[[list[Message]], Message]
 PolicyFactory = Callable[[type, int], Policy]
-
-# TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
-_NOT_TOOLS = ("reset", "get_reward")
 
 
 # -- TRL's message format -----------------------------------------------------------------------
@@ -62,20 +60,11 @@ def assistant_message(
     return message
 
 
-def env_tools(env: Any) -> dict[str, Callable[..., Any]]:
-    """The tools TRL exposes for ``env``: its class's public functions but reset/get_reward."""
-    return {
-        name: getattr(env, name)
-        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
-        if name not in _NOT_TOOLS and not name.startswith("_")
-    }
-
-
 def tool_schemas(env_cls: type) -> list[dict[str, Any]]:
     """The JSON schemas of ``env_cls``'s tools, as transformers builds them for TRL's prompt."""
     from transformers.utils import get_json_schema
 
-    return [get_json_schema(tool) for tool in env_tools(env_cls()).values()]
+    return [get_json_schema(tool) for tool in env_tools(env_cls())]
 
 
 def call_tool(env: Any, call: dict[str, Any]) -> Message:
@@ -91,7 +80,7 @@ def call_tool(env: Any, call: dict[str, Any]) -> Message:
         return {"role": "tool", "name": name, "content": str(result)}
     function = call["function"]
     name = function["name"]
-    tools = env_tools(env)
+    tools = {tool.__name__: tool for tool in env_tools(env)}
     try:
         if name not in tools:
             raise ValueError(f"Tool {name} not found.")
@@ -348,7 +337,7 @@ def model_policy(
         add_response_schema(tokenizer)
 
     def factory(env_cls: type, seed: int) -> Policy:
-        tools = list(env_tools(env_cls()).values())
+        tools = env_tools(env_cls())
         torch.manual_seed(seed)
 
         def act(messages: list[Message]) -> Message:

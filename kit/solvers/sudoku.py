@@ -32,7 +32,7 @@ class SudokuSolver:
 
     def act(self, observation: str) -> str:
         """The next move, given the text the game added since the last call."""
-        board = _last_board(observation)
+        board = last_board(observation)
         if board is not None:
             self._board = board
         if self._board is None:
@@ -58,7 +58,7 @@ def _candidates(board: list[int], i: int) -> int:
     return 10 - len(seen | {0})
 
 
-def _last_board(text: str) -> list[int] | None:
+def last_board(text: str) -> list[int] | None:
     """The last board the game printed in ``text``, row by row (0 = empty), or None."""
     start = max(text.rfind(marker) + len(marker) if marker in text else -1 for marker in _MARKERS)
     if start < 0:

@@ -46,7 +46,7 @@
     return `<span class="kit-tok kit-${KINDS[kind]}" title="${title}">${visible(text)}</span><wbr>`;
   }
 
-  // render.py's _token_view: a turn starts at each sampled token after an unsampled one, and
+  // render.py's token_view_of_texts: a turn starts at each sampled token after an unsampled one, and
   // its tool calls show where the env's text starts (or at the end, if none follows).
   function render(episode) {
     const kinds = new Uint8Array(episode.tokens.length);

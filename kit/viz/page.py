@@ -30,13 +30,12 @@ from typing import Any
 
 from kit.trajectory import Trajectory
 from kit.viz.render import (
-    _FONT,
+    FONT,
     RULES,
-    _attr,
-    _check,
-    _token_view,
     call_mark,
+    check_view_inputs,
     end_mark,
+    escape_attribute,
     frame,
     has_value,
     legend,
@@ -45,13 +44,14 @@ from kit.viz.render import (
     summary,
     summary_line,
     token_texts,
+    token_view_of_texts,
 )
 
 SCRIPT = (Path(__file__).parent / "page.js").read_text(encoding="utf-8")
 # content-visibility: the turns out of sight are neither laid out nor painted until scrolled to,
 # which halves the time to open a 50k-token rollout and to switch to a 10k-token one.
 CSS = "".join(f".{name}{{{rule}}}" for name, rule in RULES.items()) + (
-    f".kit-nav{{position:sticky;top:0;z-index:1;padding:6px 0;background:Canvas;{_FONT}}}"
+    f".kit-nav{{position:sticky;top:0;z-index:1;padding:6px 0;background:Canvas;{FONT}}}"
     ".kit-nav select{max-width:70vw}"
     ".kit-page .kit-turn{content-visibility:auto;contain-intrinsic-size:auto 300px}"
 )
@@ -123,14 +123,15 @@ def _page(trajectories: Trajectory | Iterable[Trajectory], tokenizer: Any) -> st
     if not items:
         raise ValueError("save_html needs at least one trajectory")
     for trajectory in items:
-        _check(trajectory, tokenizer)
+        check_view_inputs(trajectory, tokenizer)
     texts = [token_texts(t.input_ids, tokenizer) for t in items]
-    first = _token_view(items[0], texts[0], inline=False)
+    first = token_view_of_texts(items[0], texts[0], inline=False)
     view = frame(f'{summary_line(items[0])}{legend()}<div class="kit-tokens">{first}</div>')
     body = f'<div class="kit-page">{view}</div>'
     if len(items) > 1:
         options = "".join(
-            f'<option value="{i}">{_attr(_label(i, t))}</option>' for i, t in enumerate(items)
+            f'<option value="{i}">{escape_attribute(_label(i, t))}</option>'
+            for i, t in enumerate(items)
         )
         nav = (
             '<nav class="kit-nav" hidden><button type="button" id="kit-prev">◀ previous</button> '
@@ -138,7 +139,7 @@ def _page(trajectories: Trajectory | Iterable[Trajectory], tokenizer: Any) -> st
             '<button type="button" id="kit-next">next ▶</button></nav>'
         )
         notice = (
-            f'<noscript><p style="{_FONT}"><b>Scripts are off:</b> this is the first of '
+            f'<noscript><p style="{FONT}"><b>Scripts are off:</b> this is the first of '
             f"{len(items)} rollouts. The others are in this file as data; open it with "
             "JavaScript on to page through them.</p></noscript>"
         )

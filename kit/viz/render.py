@@ -46,7 +46,8 @@ LEGEND = {
 }
 OUTCOMES = ("won", "lost", "unfinished", "truncated")
 
-_FONT = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px"
+# The monospace font of every view, inline and in save_html's page styles.
+FONT = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px"
 _BADGE = (
     "display:inline-block;margin:0 4px 2px 0;padding:0 5px;border-radius:8px;font-size:11px;"
     "border:1px solid rgba(128,128,128,0.6);background:rgba(128,128,128,0.12)"
@@ -134,7 +135,7 @@ def _visible(text: str, inline: bool = True) -> str:
     return "".join(out)
 
 
-def _attr(text: str) -> str:
+def escape_attribute(text: str) -> str:
     """``text`` escaped for a double-quoted attribute; ``'`` as itself (in every token's
     tooltip, ``&#x27;`` twice was a tenth of its bytes)."""
     return _html.escape(text, quote=False).replace('"', "&quot;")
@@ -177,13 +178,13 @@ def legend() -> str:
             f'background:{background};border:1px {style} {border}">&nbsp;</span>'
         )
         items.append(
-            f'<span style="margin-right:14px;white-space:nowrap">{swatch}{_attr(label)}</span>'
+            f'<span style="margin-right:14px;white-space:nowrap">{swatch}{escape_attribute(label)}</span>'
         )
     return f'<div class="kit-legend" style="margin:4px 0 6px 0">{"".join(items)}</div>'
 
 
 def _badge(text: str, title: str = "", variant: str = "", inline: bool = True) -> str:
-    tip = f' title="{_attr(title)}"' if title else ""
+    tip = f' title="{escape_attribute(title)}"' if title else ""
     classes = f"kit-mark {variant}" if variant else "kit-mark"
     return f"<span {_attrs(classes, inline)}{tip}>{_html.escape(text)}</span>"
 
@@ -217,7 +218,7 @@ def _token(token_id: int, text: str, kind: str, trained: bool, inline: bool) -> 
     title = f"id {token_id} · {text!r} · {source} · {loss}"
     # <wbr>: the drawn whitespace leaves a line of tokens no break opportunity of its own.
     return (
-        f'<span {_attrs(f"kit-tok kit-{kind}", inline)} title="{_attr(title)}">'
+        f'<span {_attrs(f"kit-tok kit-{kind}", inline)} title="{escape_attribute(title)}">'
         f"{_visible(text, inline)}</span><wbr>"
     )
 
@@ -241,10 +242,12 @@ def token_view(trajectory: Trajectory, tokenizer: Any, *, inline: bool = True) -
     ``inline=False`` leaves the styles out (see ``RULES``), for a page that has them in a <style>
     block; ``kit/viz/page.js`` renders a rollout to the same markup.
     """
-    return _token_view(trajectory, token_texts(trajectory.input_ids, tokenizer), inline)
+    return token_view_of_texts(trajectory, token_texts(trajectory.input_ids, tokenizer), inline)
 
 
-def _token_view(trajectory: Trajectory, texts: Sequence[str], inline: bool) -> str:
+def token_view_of_texts(trajectory: Trajectory, texts: Sequence[str], inline: bool) -> str:
+    """``token_view`` from each token's text, already decoded (``token_texts``): a page that
+    decodes a batch at once renders each rollout without decoding it again."""
     ids = trajectory.input_ids
     n_prompt = len(trajectory.prompt_ids)
     completion_mask = trajectory.completion_mask or [1] * len(trajectory.completion_ids)
@@ -284,12 +287,12 @@ def _token_view(trajectory: Trajectory, texts: Sequence[str], inline: bool) -> s
 
 def frame(inner: str) -> str:
     """Wrap view HTML in the kit's outer element (its font, line height and CSS class)."""
-    return f'<div class="kit-viz" style="{_FONT};line-height:1.9">{inner}</div>'
+    return f'<div class="kit-viz" style="{FONT};line-height:1.9">{inner}</div>'
 
 
 def html(trajectory: Trajectory, tokenizer: Any) -> str:
     """A self-contained HTML view of one trajectory: summary, legend and tokens by provenance."""
-    _check(trajectory, tokenizer)
+    check_view_inputs(trajectory, tokenizer)
     return frame(summary_line(trajectory) + legend() + token_view(trajectory, tokenizer))
 
 
@@ -316,13 +319,13 @@ def chat_view(trajectory: Trajectory) -> str:
             text = f"→ {function.get('name', '?')}({arguments})"
             body += f'<div style="opacity:0.85">{_html.escape(text)}</div>'
         rows.append(
-            f'<div class="kit-msg kit-msg-{_attr(role)}" style="background:{background};'
+            f'<div class="kit-msg kit-msg-{escape_attribute(role)}" style="background:{background};'
             f'border-left:3px solid {border};border-radius:3px;margin:4px 0;padding:3px 6px">'
             f'<div style="font-weight:bold;font-size:11px">{_html.escape(label)}</div>'
             f'<div style="white-space:pre-wrap">{body}</div></div>'
         )
     # An explicit line height: ipywidgets' HTML widget sets one meant for a single-line label.
-    return f'<div class="kit-chat" style="{_FONT};line-height:1.45">{"".join(rows)}</div>'
+    return f'<div class="kit-chat" style="{FONT};line-height:1.45">{"".join(rows)}</div>'
 
 
 def _content_text(content: Any) -> str:
@@ -367,7 +370,7 @@ def state_view(trajectory: Trajectory, index: int) -> str:
                 f'<details><summary style="cursor:pointer">{_badge("whole transcript")}</summary>'
                 f"{pre}{_html.escape(state)}</pre></details>"
             )
-    return f'<div class="kit-state" style="{_FONT};line-height:1.45">{head}{body}</div>'
+    return f'<div class="kit-state" style="{FONT};line-height:1.45">{head}{body}</div>'
 
 
 def _reset_text(trajectory: Trajectory, state: str) -> str:
@@ -387,7 +390,9 @@ def _reset_text(trajectory: Trajectory, state: str) -> str:
     return ""
 
 
-def _check(trajectory: Any, tokenizer: Any) -> None:
+def check_view_inputs(trajectory: Any, tokenizer: Any) -> None:
+    """``ValueError`` unless ``trajectory`` is a ``Trajectory`` and ``tokenizer`` can decode:
+    every view checks its inputs so, before it renders anything."""
     if not isinstance(trajectory, Trajectory):
         raise ValueError(f"expected a kit.trajectory.Trajectory, got {type(trajectory).__name__}")
     if not callable(getattr(tokenizer, "decode", None)):

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from kit.trajectory import Trajectory
 from kit.viz.render import (
     OUTCOMES,
-    _check,
     chat_view,
+    check_view_inputs,
     frame,
     has_value,
     legend,
@@ -60,7 +60,7 @@ class Inspector:
         if not self.trajectories:
             raise ValueError("inspector needs at least one trajectory")
         for trajectory in self.trajectories:
-            _check(trajectory, tokenizer)
+            check_view_inputs(trajectory, tokenizer)
         self.tokenizer = tokenizer
         if not isinstance(cache, int) or cache < 0:
             raise ValueError(f"cache must be an int >= 0 (rollouts kept), got {cache!r}")
