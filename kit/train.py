@@ -76,10 +76,9 @@ SFT = {"per_device_train_batch_size": 1, "learning_rate": 2e-3, "max_length": 20
 # 200 steps (one pass over the 200 shipped games): the tiny model then calls the tool in the
 # right format in most turns but breaks it in about half of its episodes (a call without its
 # <tool_call> tag, or broken JSON, ends the episode), which is the headroom GRPO is measured on.
-# At 600 steps every episode is played to its end, and what is left, the direction of the first
-# move, is beyond this model: it goes LEFT or RIGHT whatever the ball's column, on train boards
-# too, and GRPO from there learns a preference for one side, not the board (README, "Does it
-# learn?").
+# At 600 steps seed 0's model plays every game to its end, and what is left, the direction of
+# the first move, is beyond this model: it goes LEFT or RIGHT whatever the ball's column, and
+# GRPO from there did not move the win rate on any of four seeds (README, "Does it learn?").
 SFT_STEPS = 200
 # GRPO from the warmed-up tiny model, as measured on Catch (README, "Does it learn?"): four
 # groups of 8 rollouts per step (four tasks), sampled at temperature 0.5, learning rate 2e-4.
