@@ -51,6 +51,8 @@ class ToolCall:
 
 # TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
 NOT_TOOLS = ("reset", "get_reward")
+# What a tool replies after the move that ends the game (``GameEnv._reply``).
+GAME_OVER = "The game is over."
 
 
 def env_tools(env: Any) -> list[Callable[..., Any]]:
@@ -170,12 +172,25 @@ class GameEnv:
             self._observation += step.observation
             if not step.info.get("valid", True):
                 problem = self._explain(step) if hint is None else f"{hint}\n{self._explain(step)}"
-        self._calls.append(
-            ToolCall(tool, dict(arguments), None if problem else step.observation, problem)
-        )
+        reply = None if problem else self._reply(step)
+        self._calls.append(ToolCall(tool, dict(arguments), reply, problem))
         if problem is not None:
             raise ValueError(problem)
-        return step.observation
+        return reply
+
+    @staticmethod
+    def _reply(step: Step) -> str:
+        """The move's text, and on the move that ends the game, :data:`GAME_OVER` after it.
+
+        The system prompt tells the model to stop calling tools once the game is over, and the
+        references' texts never say so: a Catch board just loses its ball, a Wordle reply just
+        repeats the guess. A small model that cannot read that off the board learns instead to
+        stop after as many calls as the training games took, and on a held-out board height
+        stops too early (README, "Does it learn?")."""
+        if not step.done:
+            return step.observation
+        separator = "" if step.observation.endswith("\n") or not step.observation else "\n"
+        return f"{step.observation}{separator}{GAME_OVER}"
 
     @staticmethod
     def _explain(step: Step) -> str:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit.envs import ENVS, CatchEnv, EchoEnv, SudokuEnv, ToolCall, WordleEnv
+from kit.envs import ENVS, GAME_OVER, CatchEnv, EchoEnv, SudokuEnv, ToolCall, WordleEnv
 from kit.games import make
 from kit.solvers import solver
 
@@ -171,9 +171,14 @@ def test_calls_after_the_end_are_refused(env_cls):
     env = env_cls()
     observation = env.reset(**TASKS[env_cls])
     player = solver(name)
+    replies = []
     while not env.done:
         observation = _call_with_action(env, player.act(observation))
+        replies.append(observation)
     assert env.won
+    # The move that ends the game says so in words; no move before it does.
+    assert replies[-1].endswith(f"\n{GAME_OVER}")
+    assert not any(GAME_OVER in reply for reply in replies[:-1])
     final = (env.transcript, env.reward)
     tool = sorted(TOOLS[env_cls])[0]
     arguments = {p: 1 for p in TOOLS[env_cls][tool]}
@@ -188,7 +193,9 @@ def test_wordle_env_matches_the_engine_move_for_move():
     for word in ["crane", "qzxjv", "shelf", "sheep"]:
         step = game.step(f"[{word}]")
         try:
-            assert env.guess(word) == step.observation
+            # The engine's text, and after the move that ends the game, the announcement.
+            ending = f"\n{GAME_OVER}" if step.done else ""
+            assert env.guess(word) == step.observation + ending
         except ValueError as error:
             assert not step.info["valid"] and step.info["reason"] in str(error)
     assert (
