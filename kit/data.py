@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import random
 import tempfile
@@ -53,8 +54,8 @@ from kit.paths import data_dir
 from kit.solvers.policies import (
     Message,
     assistant_message,
-    call_tool,
     noisy_policy,
+    replay,
     run_episode,
     tool_schemas,
 )
@@ -463,28 +464,21 @@ def validate_example(example: Mapping[str, Any]) -> Any:
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if len(users) != 1 or not messages[users[0]]["content"].endswith(observation):
         raise ValueError("the example's one user message must end with the env's reset observation")
-    i = users[0] + 1
-    while i < len(messages):
-        message = messages[i]
-        if message["role"] != "assistant":
-            raise ValueError(f"message {i}: expected an assistant turn, got {message['role']!r}")
-        i += 1
-        for call in message.get("tool_calls") or []:
-            expected = call_tool(env, call)
-            actual = messages[i] if i < len(messages) else None
+    start = users[0] + 1
+    recorded = messages[start:]
+    turns = [message for message in recorded if message["role"] == "assistant"]
+    expected = replay(env, turns)
+    for i, (actual, wanted) in enumerate(itertools.zip_longest(recorded, expected), start):
+        if wanted is not None and wanted["role"] == "tool":
             if actual is None or actual.get("role") != "tool":
-                raise ValueError(
-                    f"message {i}: missing the tool result of {call['function']['name']}"
-                )
-            if (actual.get("name"), actual.get("content")) != (
-                expected["name"],
-                expected["content"],
-            ):
+                raise ValueError(f"message {i}: missing the tool result of {wanted['name']}")
+            if (actual.get("name"), actual.get("content")) != (wanted["name"], wanted["content"]):
                 raise ValueError(
                     f"message {i}: tool result {actual.get('content')!r} differs from the env's "
-                    f"{expected['content']!r}"
+                    f"{wanted['content']!r}"
                 )
-            i += 1
+        elif actual is not wanted:  # a turn is replayed as itself: anything else is extra
+            raise ValueError(f"message {i}: expected an assistant turn, got {actual['role']!r}")
     return env
 
 

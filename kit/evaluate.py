@@ -53,7 +53,7 @@ from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
 from kit.masks import build
 from kit.rewards import Reward, default_reward
-from kit.solvers.policies import Message, PolicyFactory, call_tool, run_episode
+from kit.solvers.policies import Message, PolicyFactory, replay, run_episode
 from kit.trajectory import Trajectory, tool_calls
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -719,17 +719,8 @@ def _replay(
     """A fresh env after the episode's executed tool calls, and the completion TRL holds.
 
     TRL runs the calls of the first ``cap`` turns that make any (a turn past the cap is left
-    unrun); calls whose results the length budget dropped did run. The engines are
-    deterministic, so this rebuilds the env the episode left behind for the reward to read.
+    unrun); calls whose results the length budget dropped did run.
     """
     env = ENVS[game]()
     env.reset(**{key: value for key, value in task.items() if key != "environment"})
-    completion: list[Message] = []
-    rounds = 0
-    for message in _turns(messages):
-        completion.append(message)
-        calls = message.get("tool_calls") or []
-        if calls and rounds < cap:
-            completion += [call_tool(env, call) for call in calls]
-            rounds += 1
-    return env, completion
+    return env, replay(env, _turns(messages), cap)

@@ -209,6 +209,14 @@ def test_a_tampered_example_is_caught() -> None:
     )
     with pytest.raises(ValueError, match="differs from the env"):
         validate_example(moved)
+    unanswered = json.loads(json.dumps(row))
+    del unanswered["messages"][3]
+    with pytest.raises(ValueError, match="message 3: missing the tool result of"):
+        validate_example(unanswered)
+    extra = json.loads(json.dumps(row))
+    extra["messages"].insert(4, extra["messages"][3])
+    with pytest.raises(ValueError, match="message 4: expected an assistant turn, got 'tool'"):
+        validate_example(extra)
     wrong_task = {**row, "task": {**row["task"], "ball_col": (row["task"]["ball_col"] + 1) % 5}}
     with pytest.raises(ValueError, match="reset observation"):
         validate_example(wrong_task)

@@ -16,6 +16,7 @@ from kit.solvers.policies import (
     model_policy,
     noisy_policy,
     random_policy,
+    replay,
     run_episode,
     to_tool_call,
 )
@@ -110,6 +111,32 @@ def test_run_episode_builds_trl_messages_and_errors() -> None:
     assert looping.truncated and len(looping.env.calls) == 3
     with pytest.raises(ValueError, match="max_iterations"):
         run_episode(CatchEnv(), {**ROW, "ball_col": 0}, lambda m: assistant_message(), 0)
+
+
+def test_replay_runs_an_episodes_calls_again_up_to_the_cap() -> None:
+    """One replay serves scoring, evaluation and SFT checks: it rebuilds what TRL's loop did."""
+    episode = run_episode(CatchEnv(), {**ROW, "ball_col": 1}, noisy_policy(0.5)(CatchEnv, 3))
+    turns = [m for m in episode.completion if m["role"] == "assistant"]
+    fresh = CatchEnv()
+    fresh.reset(ball_col=1)
+    assert replay(fresh, turns) == episode.completion
+    assert (fresh.transcript, fresh.calls) == (episode.env.transcript, episode.env.calls)
+
+    turns = [
+        assistant_message("", [("move", {"direction": "LEFT"})]),
+        assistant_message("", [("stay", {}), ("move", {"direction": "UP"})]),
+        assistant_message("Done."),
+    ]
+    env = CatchEnv()
+    env.reset(ball_col=0)
+    roles = [m["role"] for m in replay(env, turns)]
+    assert roles == ["assistant", "tool", "assistant", "tool", "tool", "assistant"]
+    assert (len(env.calls), env.invalid_calls) == (3, 1)
+    capped = CatchEnv()
+    capped.reset(ball_col=0)
+    completion = replay(capped, turns, max_iterations=1)
+    assert [m["role"] for m in completion] == ["assistant", "tool", "assistant", "assistant"]
+    assert completion[2] is turns[1] and len(capped.calls) == 1  # kept, its calls unrun
 
 
 def test_noisy_solver_plays_on_from_the_board_it_is_shown() -> None:

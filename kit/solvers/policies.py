@@ -16,7 +16,8 @@ response parser gives::
 A message without tool calls ends the episode, as a model's final answer ends TRL's tool loop.
 A **policy factory** ``factory(env_cls, seed) -> policy`` makes a fresh player per episode;
 ``solver_policy()``, ``noisy_policy(p)``, ``random_policy()`` and ``model_policy(model, tok)``
-return factories. ``run_episode`` resets an env from a dataset row and plays one episode.
+return factories. ``run_episode`` resets an env from a dataset row and plays one episode;
+``replay`` runs a recorded episode's tool calls again on a reset env.
 
 What a move looks like as a tool call, the reason the solver states for it and a random
 well-formed move are each game's own (its ``GameSpec``: ``to_tool_call``, ``reason``,
@@ -88,6 +89,27 @@ def call_tool(env: Any, call: dict[str, Any]) -> Message:
     except Exception as error:  # noqa: BLE001 - TRL shows every tool exception to the model
         result = {"error": str(error)}
     return {"role": "tool", "name": name, "content": str(result)}
+
+
+def replay(env: Any, turns: Sequence[Message], max_iterations: int | None = None) -> list[Message]:
+    """Run the tool calls of recorded assistant ``turns`` on ``env`` (already reset), as TRL's
+    tool loop ran them; return the completion TRL held: each turn, then its tool messages.
+
+    Recorded tool results are ignored: the env answers afresh, and the engines are
+    deterministic, so this rebuilds the env an episode left behind (for a reward to read) or
+    checks a recorded conversation against the env. Only the first ``max_iterations`` turns that
+    call tools run them (TRL's ``max_tool_calling_iterations``; None: no cap); a later turn is
+    kept with its calls unrun, as TRL keeps the turn past its cap.
+    """
+    completion: list[Message] = []
+    rounds = 0
+    for turn in turns:
+        completion.append(turn)
+        calls = turn.get("tool_calls") or []
+        if calls and (max_iterations is None or rounds < max_iterations):
+            completion += [call_tool(env, call) for call in calls]
+            rounds += 1
+    return completion
 
 
 def with_observation(prompt: list[Message], observation: Any) -> list[Message]:
