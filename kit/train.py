@@ -70,15 +70,14 @@ def sft_config(output_dir: str, **overrides: Any) -> Any:
 
 
 # -- the recipes the runbook and the notebooks share ------------------------------------------
-# SFT warm-up: one whole conversation per step (2048 tokens hold a Catch game with the tiny
-# tokenizer; at 1024 only its first turns are learnt, and later calls come out malformed).
+# SFT warm-up: one whole conversation per step (a Catch game is 554 to 1,006 tokens with the tiny
+# tokenizer; a conversation cut short teaches only its first turns, and later calls come out
+# malformed).
 SFT = {"per_device_train_batch_size": 1, "learning_rate": 2e-3, "max_length": 2048}
-# 200 steps (one pass over the 200 shipped games): the tiny model then calls the tool in the
-# right format in most turns but breaks it in about half of its episodes (a call without its
-# <tool_call> tag, or broken JSON, ends the episode), which is the headroom GRPO is measured on.
-# At 600 steps seed 0's model plays every game to its end, and what is left, the direction of
-# the first move, is beyond this model: it goes LEFT or RIGHT whatever the ball's column, and
-# GRPO from there did not move the win rate on any of four seeds (README, "Does it learn?").
+# 200 steps, one pass over the 200 shipped games: on four seeds the tiny model then plays every
+# held-out Catch game to its end with valid calls (kit.envs.GAME_OVER tells it when to stop).
+# What is left, the side of the board, is beyond this model: its win rate stays near random
+# play's at 200 steps as at 600 (README, "Does it learn?").
 SFT_STEPS = 200
 # GRPO from the warmed-up tiny model, as measured on Catch (README, "Does it learn?"): four
 # groups of 8 rollouts per step (four tasks), sampled at temperature 0.5, learning rate 2e-4.
