@@ -31,7 +31,7 @@ import pytest
 pytest.importorskip("openenv", reason="the OpenEnv servers need `pip install 'kit[serve]'`")
 
 import kit.remote  # noqa: E402
-from kit.envs import ENVS  # noqa: E402
+from kit.envs import ENVS, GAME_OVER  # noqa: E402
 from kit.games import make  # noqa: E402
 from kit.remote import (  # noqa: E402
     BOOKKEEPING,
@@ -383,7 +383,7 @@ def test_a_dropped_socket_raises_instead_of_playing_a_fresh_board(servers: dict[
                 relay.cut()
                 time.sleep(pause)
                 env.reset(secret="sheep")
-                assert env.guess("sheep").endswith("[sheep]") and env.won
+                assert env.guess("sheep").endswith(f"[sheep]\n{GAME_OVER}") and env.won
     finally:
         relay.close()
 
