@@ -137,8 +137,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     seconds["GRPO"] = time.perf_counter() - clock
     save(model, tokenizer, out / "grpo-model")
+    # TRL's frac_reward_zero_std misses flat groups whose rewards' float32 mean is inexact
+    # (kit.capture.Batch.flat_groups); the captured rewards give the true share per step.
+    flat = {
+        batch.step + 1: batch.flat_groups(trainer.args.num_generations)
+        for batch in capture.batches
+        if batch.mode == "train"
+    }
     grpo_log = [
-        {"step": entry["step"], **{k: entry[k] for k in GRPO_FIGURES if k in entry}}
+        {
+            "step": entry["step"],
+            **{k: entry[k] for k in GRPO_FIGURES if k in entry},
+            **({"flat_groups": flat[entry["step"]]} if entry["step"] in flat else {}),
+        }
         for entry in trainer.state.log_history
         if "loss" in entry
     ]
@@ -317,7 +328,7 @@ def _report(
         chunk = log[start : start + tenth]
         figures = "  ".join(
             f"{key.split('/')[-1]} {sum(e.get(key, 0.0) for e in chunk) / len(chunk):.3f}"
-            for key in ("reward", "frac_reward_zero_std", "tools/call_frequency")
+            for key in ("reward", "flat_groups", "tools/call_frequency")
         )
         print(f"       steps {chunk[0]['step']:>4}-{chunk[-1]['step']:<4} {figures}")
     print("\nwall time: " + ", ".join(f"{name} {value:.0f} s" for name, value in seconds.items()))

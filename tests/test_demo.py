@@ -114,6 +114,7 @@ def test_the_figures_are_coherent(demo):
     assert losses[-1]["loss"] < losses[0]["loss"]  # five steps of SFT already lower the loss
     (step,) = summary["grpo"]["log"]
     assert step["step"] == 1 and {"loss", "reward", "tools/call_frequency"} <= set(step)
+    assert 0 <= step["flat_groups"] <= 1  # counted on the captured rewards, not TRL's log
     seconds = summary["seconds"]
     assert seconds["total"] >= seconds["SFT"] + seconds["GRPO"] + seconds["evaluate SFT"]
 

@@ -1206,3 +1206,32 @@ def test_names_that_moved_out_of_kit_masks_still_import_from_it(first: str) -> N
     import sys
 
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+
+
+def test_flat_groups_counts_the_flat_groups_trls_zero_std_misses():
+    """A group of eight equal rewards gives no gradient; TRL's frac_reward_zero_std tests its
+    float32 std with torch.isclose(std, 0), and 0.475 * 8 has a std of 3.2e-8, so TRL counts
+    none of these groups as flat. Batch.flat_groups counts the captured rewards."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    from kit.capture import Batch
+
+    rewards = [0.475] * 8 + [1.6] * 8 + [0.35] * 7 + [1.6] + [0.1, 0.225] * 4
+    batch = Batch(
+        step=0,
+        mode="train",
+        trajectories=[
+            Trajectory(messages=[], prompt_ids=[1], completion_ids=[2], tool_mask=[1], reward=r)
+            for r in rewards
+        ],
+    )
+    assert batch.flat_groups(8) == 0.5
+    assert batch.flat_groups(4) == 5 / 8  # in fours: the first four, and one of 0.35s
+    std = nanstd(torch.tensor(rewards).view(-1, 8), dim=1)
+    assert not torch.isclose(std, torch.zeros_like(std)).any()  # what TRL logs: 0.0
+    with pytest.raises(ValueError, match="groups of 5"):
+        batch.flat_groups(5)
+    batch.trajectories[3].reward = None
+    with pytest.raises(ValueError, match="no reward"):
+        batch.flat_groups(8)
