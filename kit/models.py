@@ -74,23 +74,20 @@ def _prompts() -> list[str]:
     379, at a vocabulary of 1,024 (at 768 these words took the merges that keep Catch's board
     rows whole).
     """
-    from transformers.utils import get_json_schema
     from transformers.utils.chat_template_utils import render_jinja_template
 
     from kit.data import prompt
-    from kit.envs import env_tools
     from kit.games import GAMES
     from kit.registry import game
+    from kit.solvers.policies import tool_schemas, with_observation
 
     texts = []
     for name in GAMES:
-        env = game(name).env()
-        tools = [get_json_schema(tool) for tool in env_tools(env)]
-        *head, user = prompt(name)
-        messages = [*head, {**user, "content": user["content"] + env.reset(seed=0)}]
+        env_cls = game(name).env
+        messages = with_observation(prompt(name), env_cls().reset(seed=0))
         rendered, _ = render_jinja_template(
             conversations=[messages],
-            tools=tools,
+            tools=tool_schemas(env_cls),
             chat_template=trl_chat_template(),
             add_generation_prompt=True,
         )

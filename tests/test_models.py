@@ -83,19 +83,15 @@ def test_a_game_prompt_is_words_not_bytes(tiny, name):
     """The prompt every GRPO turn prefills again: the template's text, the tools' schemas and a
     board. Before the tokenizer learnt from rendered prompts it spelt their words out a few
     bytes at a time (about 2 characters per token; a Catch prompt was 716 tokens, now 379)."""
-    from transformers.utils import get_json_schema
-
     from kit.data import prompt
-    from kit.envs import env_tools
     from kit.registry import game
+    from kit.solvers.policies import tool_schemas, with_observation
 
     _, tokenizer = tiny
-    env = game(name).env()
-    *head, user = prompt(name)
-    messages = [*head, {**user, "content": user["content"] + env.reset(seed=3)}]
-    tools = [get_json_schema(tool) for tool in env_tools(env)]
+    env_cls = game(name).env
+    messages = with_observation(prompt(name), env_cls().reset(seed=3))
     text = tokenizer.apply_chat_template(
-        messages, tools=tools, tokenize=False, add_generation_prompt=True
+        messages, tools=tool_schemas(env_cls), tokenize=False, add_generation_prompt=True
     )
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert len(text) / len(ids) > 3.0, (name, len(ids), len(text))
