@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.envs import env_name
+from kit.rewards import flat_groups
 from kit.trajectory import Trajectory, is_truncated, tool_calls
 
 Message = dict[str, Any]
@@ -31,12 +32,8 @@ class Batch:
 
     def flat_groups(self, num_generations: int) -> float:
         """The share of this batch's groups (``num_generations`` consecutive rollouts, as TRL
-        groups them) whose rewards are all equal: the groups that give no gradient.
-
-        TRL's logged ``frac_reward_zero_std`` misses most of them: it tests the group's float32
-        standard deviation with ``torch.isclose(std, 0)`` (tolerance 1e-8), and eight equal
-        rewards of 0.475 have a float32 standard deviation of 3.2e-8. Counted here on the
-        captured rewards, in float64, with a tolerance of 1e-6."""
+        groups them) whose rewards are all equal: the groups that give no gradient
+        (``kit.rewards.flat_groups``, which TRL's ``frac_reward_zero_std`` under-counts)."""
         rewards = [t.reward for t in self.trajectories]
         if num_generations < 1 or not rewards or len(rewards) % num_generations:
             raise ValueError(
@@ -44,8 +41,9 @@ class Batch:
             )
         if any(r is None for r in rewards):
             raise ValueError("a rollout of this batch has no reward: it was not scored")
-        groups = [rewards[i : i + num_generations] for i in range(0, len(rewards), num_generations)]
-        return sum(max(g) - min(g) <= 1e-6 for g in groups) / len(groups)
+        return flat_groups(
+            [rewards[i : i + num_generations] for i in range(0, len(rewards), num_generations)]
+        )
 
 
 class Capture:

@@ -31,7 +31,7 @@ from typing import Any
 
 from kit.data import TURN_LIMITS, TaskProvider
 from kit.envs import ENVS
-from kit.rewards import default_reward
+from kit.rewards import default_reward, flat_groups
 from kit.solvers.policies import (
     PolicyFactory,
     noisy_policy,
@@ -68,12 +68,6 @@ def _std(values: Sequence[float]) -> float:
         return math.nan
     mean = sum(finite) / len(finite)
     return math.sqrt(sum((v - mean) ** 2 for v in finite) / (len(finite) - 1))
-
-
-def _zero_std(groups: Sequence[Sequence[float]]) -> float:
-    """The share of groups whose std is zero (within 1e-8, in float64: TRL's float32 test
-    misses groups of equal rewards such as 0.475; ``kit.capture.Batch.flat_groups``)."""
-    return sum(_std(group) <= 1e-8 for group in groups) / len(groups) if groups else math.nan
 
 
 @dataclass
@@ -291,7 +285,7 @@ def diagnose(
                     "policy": policy_name,
                     "mean": _mean(flat),
                     "std": _std(flat),
-                    "frac_reward_zero_std": _zero_std(scores[name]),
+                    "frac_reward_zero_std": flat_groups(scores[name]),
                     "episodes": episodes_played,
                 }
             )

@@ -15,6 +15,8 @@ Wordle's partial credit on a game ended by invalid moves). This module has:
 * **Several environments**: ``reward.for_environment("wordle")`` scores only the rows whose
   ``environment`` column says so (``None`` elsewhere: TRL ignores it) under its own name, and
   ``validate_environments(dataset, factories, rewards)`` checks the names before training.
+* **Flat groups**: ``flat_groups(groups)``, the share of groups whose rewards are all equal
+  (no gradient), counted exactly where TRL's ``frac_reward_zero_std`` is not.
 * **Outside the trainer**: ``kit.scoring`` replays a response in a fresh env and scores it
   (``score``, and the adapters for single-turn TRL, veRL and OpenRLHF); its names are
   importable from here too.
@@ -371,6 +373,24 @@ def default_reward(game: str) -> Reward:
     A win always outweighs any partial credit; the format term is worth less than any progress.
     """
     return Reward(game, registry.game(game).reward, game=game)
+
+
+def flat_groups(groups: Sequence[Sequence[float]], tolerance: float = 1e-6) -> float:
+    """The share of ``groups`` (each the rewards of one prompt's generations) whose rewards are
+    all equal within ``tolerance``, NaN ignored: the groups whose GRPO advantages are all zero.
+
+    TRL logs the same idea as ``frac_reward_zero_std`` but tests the group's float32 standard
+    deviation with ``torch.isclose(std, 0)`` (tolerance 1e-8), so it misses most flat groups
+    whose reward is not exact in binary: eight rewards of 0.475 have a float32 std of 3.2e-8.
+    Counted here in float64 on the rewards themselves. NaN when there is no group.
+    """
+    if not groups:
+        return math.nan
+    flat = 0
+    for group in groups:
+        finite = [float(r) for r in group if not math.isnan(r)]
+        flat += bool(finite) and max(finite) - min(finite) <= tolerance
+    return flat / len(groups)
 
 
 def routed_rewards(factories: Mapping[str, Any]) -> list[Reward]:

@@ -394,3 +394,15 @@ def test_scoring_names_still_import_from_kit_rewards(first: str) -> None:
         "assert not hasattr(rewards, 'no_such_name')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+
+
+def test_flat_groups_counts_equal_groups_exactly():
+    """The shared counter behind Batch.flat_groups and kit.diagnostics: equal within 1e-6 in
+    float64 (0.475 * 8 is flat, where TRL's float32 test says it is not), NaN ignored, a group
+    of NaN only not flat (nothing to compare), and NaN for no group at all."""
+    from kit.rewards import flat_groups
+
+    assert flat_groups([[0.475] * 8, [0.1, 0.2]]) == 0.5
+    assert flat_groups([[1.0, 1.0 + 1e-7], [1.0, 1.0 + 1e-5]]) == 0.5
+    assert flat_groups([[0.3, math.nan, 0.3], [math.nan, math.nan]]) == 0.5
+    assert math.isnan(flat_groups([]))
