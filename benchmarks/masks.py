@@ -79,7 +79,9 @@ def tokenizer_for(name: str) -> Any:
 
 
 def conversation(env_cls: type, policy: Any, seed: int, task: dict, rounds: int) -> list[dict]:
-    episode = run_episode(env_cls(), task, policy(env_cls, seed), max_iterations=rounds)
+    episode = run_episode(
+        env_cls(), task, policy(env_cls, seed), max_tool_calling_iterations=rounds
+    )
     return episode.messages
 
 

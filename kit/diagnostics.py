@@ -3,7 +3,7 @@
 Why: GRPO learns nothing from a group whose rewards are all equal (TRL logs the share of such
 groups as ``frac_reward_zero_std``), and a reward that ranks a random player above a good one
 trains the wrong thing. Both can be seen in CPU seconds, before any GPU hour: play ``groups``
-groups of ``group_size`` episodes (one task per group, as GRPO's generations of one prompt)
+groups of ``num_generations`` episodes (one task per group, as GRPO's generations of one prompt)
 with players of known strength, score them with the reward functions exactly as TRL calls them
 (``environments=`` the ``kit.envs`` instances, ``completions=`` the messages, every dataset
 column), and report per reward function and for the weighted total:
@@ -76,7 +76,7 @@ class Diagnosis:
 
     game: str
     groups: int
-    group_size: int
+    num_generations: int
     seed: int
     rewards: list[str]  # reward function names, then "total" when there are several
     policies: list[str]  # in the expected order, best first
@@ -94,7 +94,7 @@ class Diagnosis:
         """The report as fixed-width text."""
         width = max(len(name) for name in self.rewards + ["reward"])
         lines = [
-            f"{self.game}: {self.groups} groups x {self.group_size} episodes per player "
+            f"{self.game}: {self.groups} groups x {self.num_generations} episodes per player "
             f"(seed {self.seed})",
             f"{'reward':<{width}}  {'policy':<8} {'mean':>8} {'std':>8}  frac_reward_zero_std",
         ]
@@ -132,7 +132,7 @@ class Diagnosis:
             f"{name}: {'yes' if ok else '**no**'}" for name, ok in self.ordered.items()
         )
         return (
-            f"**{self.game}** — {self.groups} groups x {self.group_size} episodes per player\n\n"
+            f"**{self.game}** — {self.groups} groups x {self.num_generations} episodes per player\n\n"
             f"{header}{body}\nOrdered {order}: {verdicts}\n"
         )
 
@@ -170,7 +170,7 @@ class Diagnosis:
             ax.set_title(f"{reward} ({verdict})", fontsize=9)
             ax.axhline(0, color="black", linewidth=0.5)
         figure.suptitle(
-            f"{self.game}: {self.groups} groups x {self.group_size} per player", fontsize=10
+            f"{self.game}: {self.groups} groups x {self.num_generations} per player", fontsize=10
         )
         figure.tight_layout()
         return figure
@@ -210,13 +210,13 @@ def diagnose(
     rewards: Any = None,
     policies: Mapping[str, PolicyFactory] | None = None,
     groups: int = 8,
-    group_size: int = 4,
+    num_generations: int = 4,
     seed: int = 0,
     tasks: Any = None,
     reward_weights: Sequence[float] | None = None,
-    max_iterations: int | None = None,
+    max_tool_calling_iterations: int | None = None,
 ) -> Diagnosis:
-    """Play ``groups`` x ``group_size`` episodes per player and report how the rewards score them.
+    """Play ``groups`` x ``num_generations`` episodes per player and report how the rewards score them.
 
     ``env``: a game name (a key of ``kit.envs.ENVS``) or a ``kit.envs`` class (a variant).
     ``rewards``: a TRL reward function, a list of them or a ``{name: function}`` dict (default:
@@ -226,14 +226,14 @@ def diagnose(
     ``policies``: ``{name: factory}`` in the order a good reward ranks them (default: solver,
     noisy solver at 0.3, random). ``tasks``: dataset rows (default: ``kit.data`` train tasks);
     group ``g`` plays row ``g``. ``reward_weights``: as ``GRPOConfig``'s, for the total.
-    ``max_iterations``: tool-calling rounds per episode (default: ``kit.data.TURN_LIMITS``).
+    ``max_tool_calling_iterations``: tool-calling rounds per episode (default: ``kit.data.TURN_LIMITS``).
     Episodes end when the game does; the same seed gives the same report.
     """
     env_cls = ENVS.get(env) if isinstance(env, str) else env
     if env_cls is None or not hasattr(env_cls, "game_name"):
         raise ValueError(f"env must be one of {sorted(ENVS)} or a kit.envs class, got {env!r}")
     game = env_cls.game_name
-    for label, value in (("groups", groups), ("group_size", group_size)):
+    for label, value in (("groups", groups), ("num_generations", num_generations)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be an int >= 1, got {value!r}")
     functions = _reward_functions(rewards, game)
@@ -246,7 +246,7 @@ def diagnose(
     if not policies:
         raise ValueError("give at least one policy")
     rows = _task_rows(tasks, game, groups, seed)
-    limit = max_iterations or TURN_LIMITS[game]
+    limit = max_tool_calling_iterations or TURN_LIMITS[game]
     names = [name for name, _ in functions]
     reported = names + ([TOTAL] if len(functions) > 1 else [])
 
@@ -258,7 +258,7 @@ def diagnose(
         wins = calls = failed = 0
         for g, row in enumerate(rows):
             episodes = []
-            for j in range(group_size):
+            for j in range(num_generations):
                 episode_seed = ((seed * 1_000 + p) * 1_000 + g) * 1_000 + j
                 instance = env_cls()
                 episodes.append(run_episode(instance, row, factory(env_cls, episode_seed), limit))
@@ -270,7 +270,7 @@ def diagnose(
                 scores[name].append(values)
             if TOTAL in scores:
                 scores[TOTAL].append(_total(per_function, weights))
-        episodes_played = len(rows) * group_size
+        episodes_played = len(rows) * num_generations
         players[policy_name] = {
             "win_rate": wins / episodes_played,
             "calls": calls / episodes_played,
@@ -295,7 +295,9 @@ def diagnose(
         name: all(means[name][a] > means[name][b] for a, b in zip(order, order[1:], strict=False))
         for name in reported
     }
-    return Diagnosis(game, len(rows), group_size, seed, reported, order, table, ordered, players)
+    return Diagnosis(
+        game, len(rows), num_generations, seed, reported, order, table, ordered, players
+    )
 
 
 def _call(
@@ -333,9 +335,12 @@ def _total(per_function: Sequence[Sequence[float]], weights: Sequence[float]) ->
     return totals
 
 
-def diagnose_all(groups: int = 8, group_size: int = 4, seed: int = 0) -> dict[str, Diagnosis]:
+def diagnose_all(groups: int = 8, num_generations: int = 4, seed: int = 0) -> dict[str, Diagnosis]:
     """``diagnose`` every game with its default reward and the default players."""
-    return {game: diagnose(game, groups=groups, group_size=group_size, seed=seed) for game in ENVS}
+    return {
+        game: diagnose(game, groups=groups, num_generations=num_generations, seed=seed)
+        for game in ENVS
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -347,12 +352,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "games", nargs="*", default=list(ENVS), help="games to diagnose (default: all)"
     )
     parser.add_argument("--groups", type=int, default=8)
-    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--num-generations", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
     for name in arguments.games:
         report = diagnose(
-            name, groups=arguments.groups, group_size=arguments.group_size, seed=arguments.seed
+            name,
+            groups=arguments.groups,
+            num_generations=arguments.num_generations,
+            seed=arguments.seed,
         )
         print(report, end="\n\n")
     return 0

@@ -57,9 +57,9 @@ def test_a_reward_that_cannot_tell_players_apart_is_reported() -> None:
 
 
 def test_same_seed_same_report_and_plot() -> None:
-    first = diagnose("wordle", groups=3, group_size=2, seed=5)
-    assert first.rows == diagnose("wordle", groups=3, group_size=2, seed=5).rows
-    assert first.rows != diagnose("wordle", groups=3, group_size=2, seed=6).rows
+    first = diagnose("wordle", groups=3, num_generations=2, seed=5)
+    assert first.rows == diagnose("wordle", groups=3, num_generations=2, seed=5).rows
+    assert first.rows != diagnose("wordle", groups=3, num_generations=2, seed=6).rows
     figure = first.plot()
     assert len(figure.axes) == 1 and figure.axes[0].get_title() == "wordle (ordered)"
     assert "| wordle | solver |" in first._repr_markdown_()
@@ -109,7 +109,7 @@ def test_run_episode_builds_trl_messages_and_errors() -> None:
         CatchEnv(), {**ROW, "ball_col": 0}, lambda m: assistant_message("", [("stay", {})]), 3
     )
     assert looping.truncated and len(looping.env.calls) == 3
-    with pytest.raises(ValueError, match="max_iterations"):
+    with pytest.raises(ValueError, match="max_tool_calling_iterations"):
         run_episode(CatchEnv(), {**ROW, "ball_col": 0}, lambda m: assistant_message(), 0)
 
 
@@ -134,7 +134,7 @@ def test_replay_runs_an_episodes_calls_again_up_to_the_cap() -> None:
     assert (len(env.calls), env.invalid_calls) == (3, 1)
     capped = CatchEnv()
     capped.reset(ball_col=0)
-    completion = replay(capped, turns, max_iterations=1)
+    completion = replay(capped, turns, max_tool_calling_iterations=1)
     assert [m["role"] for m in completion] == ["assistant", "tool", "assistant", "assistant"]
     assert completion[2] is turns[1] and len(capped.calls) == 1  # kept, its calls unrun
 
@@ -167,7 +167,7 @@ def test_random_policy_makes_only_well_formed_calls() -> None:
         env = ENVS[game]()
         run_episode(env, {**ROW, **task}, random_policy()(ENVS[game], 3), 6)
         assert env.calls and env.invalid_calls == 0
-    report = diagnose("sudoku", policies={"random": random_policy()}, groups=2, group_size=2)
+    report = diagnose("sudoku", policies={"random": random_policy()}, groups=2, num_generations=2)
     assert report.players["random"]["win_rate"] == 0.0
 
 
@@ -182,7 +182,7 @@ def test_a_model_is_a_player() -> None:
         "wordle",
         policies={"model": model_policy(model, tokenizer, max_new_tokens=8)},
         groups=2,
-        group_size=2,
+        num_generations=2,
     )
     assert report.row("wordle", "model")["frac_reward_zero_std"] == 1.0
     assert report.players["model"]["calls"] == 0.0
@@ -198,7 +198,7 @@ def test_a_model_is_a_player() -> None:
         rewards=wins,
         policies={"model": model_policy(model, tokenizer)},
         groups=1,
-        group_size=2,
+        num_generations=2,
         tasks=tasks,
     )
     assert scripted.row("won", "model")["mean"] == 1.0

@@ -827,7 +827,7 @@ def played(game: str, policy: str, task: dict[str, Any], rounds: int, seed: int)
     """An episode of ``game`` by the named policy through the env's tools, as TRL plays it."""
     env_cls = GAME_TASKS[game][0]
     episode = policies.run_episode(
-        env_cls(), task, POLICIES[policy](env_cls, seed), max_iterations=rounds
+        env_cls(), task, POLICIES[policy](env_cls, seed), max_tool_calling_iterations=rounds
     )
     return episode.messages
 

@@ -116,7 +116,7 @@ def test_the_solver_plays_an_sft_set_that_replays_and_leaks_nothing(game: Module
 def test_diagnostics_rank_the_solver_over_random_play(game: ModuleType) -> None:
     from kit.diagnostics import diagnose
 
-    report = diagnose(GAME, groups=4, group_size=2)
+    report = diagnose(GAME, groups=4, num_generations=2)
     assert report.ordered[GAME] and report.players["solver"]["win_rate"] == 1.0
     assert report.players["random"]["win_rate"] < 1.0
 

@@ -91,13 +91,15 @@ def call_tool(env: Any, call: dict[str, Any]) -> Message:
     return {"role": "tool", "name": name, "content": str(result)}
 
 
-def replay(env: Any, turns: Sequence[Message], max_iterations: int | None = None) -> list[Message]:
+def replay(
+    env: Any, turns: Sequence[Message], max_tool_calling_iterations: int | None = None
+) -> list[Message]:
     """Run the tool calls of recorded assistant ``turns`` on ``env`` (already reset), as TRL's
     tool loop ran them; return the completion TRL held: each turn, then its tool messages.
 
     Recorded tool results are ignored: the env answers afresh, and the engines are
     deterministic, so this rebuilds the env an episode left behind (for a reward to read) or
-    checks a recorded conversation against the env. Only the first ``max_iterations`` turns that
+    checks a recorded conversation against the env. Only the first ``max_tool_calling_iterations`` turns that
     call tools run them (TRL's ``max_tool_calling_iterations``; None: no cap); a later turn is
     kept with its calls unrun, as TRL keeps the turn past its cap.
     """
@@ -106,7 +108,7 @@ def replay(env: Any, turns: Sequence[Message], max_iterations: int | None = None
     for turn in turns:
         completion.append(turn)
         calls = turn.get("tool_calls") or []
-        if calls and (max_iterations is None or rounds < max_iterations):
+        if calls and (max_tool_calling_iterations is None or rounds < max_tool_calling_iterations):
             completion += [call_tool(env, call) for call in calls]
             rounds += 1
     return completion
@@ -134,7 +136,9 @@ class Episode:
     completion: list[Message]  # assistant turns and tool results, TRL's ``completions`` entry
     env: Any  # the env instance after the episode: what ``environments=`` holds
     row: dict[str, Any] = field(default_factory=dict)
-    truncated: bool = False  # stopped at max_iterations while the policy still called tools
+    truncated: bool = (
+        False  # stopped at max_tool_calling_iterations while the policy still called tools
+    )
 
     @property
     def messages(self) -> list[Message]:
@@ -145,23 +149,25 @@ def run_episode(
     env: Any,
     row: dict[str, Any],
     policy: Policy,
-    max_iterations: int = 100,
+    max_tool_calling_iterations: int = 100,
     stop_when_done: bool = True,
 ) -> Episode:
     """Reset ``env`` from ``row`` and let ``policy`` play, through the env's tools, as TRL would.
 
     ``reset`` gets every column (``prompt`` included) except ``environment``, as TRL's
     multi-environment routing passes them. The loop ends when the policy answers without a
-    tool call, after ``max_iterations`` rounds of tool calls (TRL's
+    tool call, after ``max_tool_calling_iterations`` rounds of tool calls (TRL's
     ``max_tool_calling_iterations``: a call requested after that is left unexecuted), or, with
     ``stop_when_done``, as soon as the game is over, as a player that stops at the end would.
     """
     if (
-        isinstance(max_iterations, bool)
-        or not isinstance(max_iterations, int)
-        or max_iterations < 1
+        isinstance(max_tool_calling_iterations, bool)
+        or not isinstance(max_tool_calling_iterations, int)
+        or max_tool_calling_iterations < 1
     ):
-        raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+        raise ValueError(
+            f"max_tool_calling_iterations must be an int >= 1, got {max_tool_calling_iterations!r}"
+        )
     columns = {key: value for key, value in row.items() if key != "environment"}
     prompt = columns.get("prompt") or [{"role": "user", "content": ""}]
     prompt = with_observation(prompt, env.reset(**columns))
@@ -173,7 +179,7 @@ def run_episode(
         calls = message.get("tool_calls") or []
         if not calls:
             break
-        if iterations == max_iterations:
+        if iterations == max_tool_calling_iterations:
             truncated = True
             break
         completion.extend(call_tool(env, call) for call in calls)
