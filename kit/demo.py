@@ -1,6 +1,6 @@
 """The CPU runbook: does training work? Base -> SFT -> GRPO, measured on held-out tasks.
 
-    python -m kit.demo                                  # Catch, seed 0, about 10 minutes
+    python -m kit.demo                                  # Catch, seed 0, about 13 minutes
     python -m kit.demo --game wordle --sft-steps 400    # any game, more warm-up
     python -m kit.demo --where ball_col=0 --samples 32  # the control: no need to read the board
 
