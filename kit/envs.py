@@ -41,10 +41,11 @@ from kit.games.echo import EMPTY_MESSAGE
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call as the env saw it: what was asked, and what came back (or the error)."""
+    """One tool call: what was asked, and what came back (or the error). The env records its
+    own (``GameEnv.calls``); ``kit.rewards.Rollout.calls`` rebuilds them from TRL's messages."""
 
     tool: str
-    arguments: dict[str, Any]
+    arguments: Any  # a dict, except as a model wrote it in a call that never reached the env
     result: str | None
     error: str | None
 

@@ -34,21 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit import registry
-from kit.envs import ENVS
+from kit.envs import ENVS, ToolCall
 
 Message = dict[str, Any]
 
 
 # -- what one episode left behind ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Call:
-    """One tool call the model made, and the error it got (None if it succeeded)."""
-
-    name: str
-    arguments: Any
-    error: str | None
-
-
 @dataclass
 class Rollout:
     """One finished episode as a reward sees it: the env instance and TRL's completion messages.
@@ -65,21 +56,27 @@ class Rollout:
         return self.env.game
 
     @property
-    def calls(self) -> list[Call]:
-        """Every tool call of the episode, in order, with its error."""
+    def calls(self) -> list[ToolCall]:
+        """Every tool call of the episode, in order, as ``kit.envs.ToolCall`` records: the
+        env's own, or, with the completion, the calls TRL parsed and the results it appended
+        (``arguments`` as the model wrote them; ``result`` None where the call failed or got no
+        result)."""
         if self.completion is None:
-            return [Call(c.tool, c.arguments, c.error) for c in self.env.calls]
-        calls: list[Call] = []
+            return list(self.env.calls)
+        calls: list[ToolCall] = []
         pending: list[tuple[str, Any]] = []
         for message in self.completion:
             if message.get("role") == "assistant":
-                calls.extend(Call(name, args, None) for name, args in pending)
+                calls.extend(ToolCall(name, args, None, None) for name, args in pending)
                 pending = [_name_and_arguments(call) for call in message.get("tool_calls") or []]
             elif message.get("role") == "tool" and pending:
                 name, arguments = pending.pop(0)
-                calls.append(Call(name, arguments, _tool_error(message.get("content"))))
+                content = message.get("content")
+                error = _tool_error(content)
+                result = None if error is not None or content is None else str(content)
+                calls.append(ToolCall(name, arguments, result, error))
         # Calls left without a result: TRL's last iteration, or results dropped for length.
-        calls.extend(Call(name, args, None) for name, args in pending)
+        calls.extend(ToolCall(name, args, None, None) for name, args in pending)
         return calls
 
 
@@ -193,7 +190,7 @@ def repeated_calls(rollout: Rollout) -> float:
     seen: set[str] = set()
     repeats = 0
     for call in rollout.calls:
-        key = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        key = json.dumps([call.tool, call.arguments], sort_keys=True, default=str)
         repeats += key in seen
         seen.add(key)
     return float(repeats)

@@ -153,6 +153,24 @@ def test_failed_repeated_and_format_signals() -> None:
     assert env_reward(Rollout(echo)) == 5 * 0.1
 
 
+def test_rollout_calls_from_the_messages_agree_with_the_envs_own_record() -> None:
+    """One tool-call record: where a call reached the env, the call rebuilt from TRL's messages
+    is the env's own ToolCall (tool, arguments, result, error); the calls that never reached it
+    are extra, failed, with no result."""
+    calls = [
+        ("guess", {"word": "crane"}),
+        ("fly", {"to": "moon"}),  # unknown tool: never reaches the env
+        ("guess", {"word": "crane"}),  # rejected by the game: reaches it, fails
+        ("guess", {"word": "sheep"}),
+    ]
+    env, completion = _play(WordleEnv, {"secret": "sheep"}, calls)
+    from_messages = Rollout(env, completion).calls
+    assert Rollout(env).calls == env.calls and len(env.calls) == 3
+    assert [from_messages[i] for i in (0, 2, 3)] == env.calls
+    assert from_messages[1].tool == "fly" and from_messages[1].result is None
+    assert from_messages[1].error == "Tool fly not found."
+
+
 # -- Reward as a TRL reward function ------------------------------------------------------------
 def test_reward_is_a_trl_reward_function_and_logs_each_signal() -> None:
     reward = default_reward("wordle")
