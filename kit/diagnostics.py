@@ -132,7 +132,8 @@ class Diagnosis:
             f"{name}: {'yes' if ok else '**no**'}" for name, ok in self.ordered.items()
         )
         return (
-            f"**{self.game}** — {self.groups} groups x {self.num_generations} episodes per player\n\n"
+            f"**{self.game}** — {self.groups} groups x {self.num_generations} episodes per "
+            "player\n\n"
             f"{header}{body}\nOrdered {order}: {verdicts}\n"
         )
 
@@ -216,7 +217,7 @@ def diagnose(
     reward_weights: Sequence[float] | None = None,
     max_tool_calling_iterations: int | None = None,
 ) -> Diagnosis:
-    """Play ``groups`` x ``num_generations`` episodes per player and report how the rewards score them.
+    """Play ``groups`` x ``num_generations`` episodes per player; report how the rewards score them.
 
     ``env``: a game name (a key of ``kit.envs.ENVS``) or a ``kit.envs`` class (a variant).
     ``rewards``: a TRL reward function, a list of them or a ``{name: function}`` dict (default:
@@ -226,7 +227,8 @@ def diagnose(
     ``policies``: ``{name: factory}`` in the order a good reward ranks them (default: solver,
     noisy solver at 0.3, random). ``tasks``: dataset rows (default: ``kit.data`` train tasks);
     group ``g`` plays row ``g``. ``reward_weights``: as ``GRPOConfig``'s, for the total.
-    ``max_tool_calling_iterations``: tool-calling rounds per episode (default: ``kit.data.TURN_LIMITS``).
+    ``max_tool_calling_iterations``: tool-calling rounds per episode (default:
+    ``kit.data.TURN_LIMITS``).
     Episodes end when the game does; the same seed gives the same report.
     """
     env_cls = ENVS.get(env) if isinstance(env, str) else env

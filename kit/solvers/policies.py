@@ -99,9 +99,9 @@ def replay(
 
     Recorded tool results are ignored: the env answers afresh, and the engines are
     deterministic, so this rebuilds the env an episode left behind (for a reward to read) or
-    checks a recorded conversation against the env. Only the first ``max_tool_calling_iterations`` turns that
-    call tools run them (TRL's ``max_tool_calling_iterations``; None: no cap); a later turn is
-    kept with its calls unrun, as TRL keeps the turn past its cap.
+    checks a recorded conversation against the env. Only the first
+    ``max_tool_calling_iterations`` turns that call tools run them (as in TRL; None: no cap); a
+    later turn is kept with its calls unrun, as TRL keeps the turn past its cap.
     """
     completion: list[Message] = []
     rounds = 0
@@ -136,9 +136,8 @@ class Episode:
     completion: list[Message]  # assistant turns and tool results, TRL's ``completions`` entry
     env: Any  # the env instance after the episode: what ``environments=`` holds
     row: dict[str, Any] = field(default_factory=dict)
-    truncated: bool = (
-        False  # stopped at max_tool_calling_iterations while the policy still called tools
-    )
+    # stopped at max_tool_calling_iterations while the policy still called tools
+    truncated: bool = False
 
     @property
     def messages(self) -> list[Message]:
