@@ -24,7 +24,7 @@ import re
 from kit.data import ending
 from kit.envs import GameEnv
 from kit.games import Step
-from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
+from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import called_tool, failed_calls, guesses_left, won
 from kit.solvers.policies import texts
 
@@ -129,12 +129,12 @@ class GuessSolver:
         return str((self.low + self.high) // 2)
 
 
-def _reason(messages: list[Message], call: ToolCall) -> str:
+def _reason(messages: list[Message], call: Move) -> str:
     low, high = _bounds("".join(texts(messages)), LOW, HIGH)
     return f"The number is from {low} to {high}, so I guess the middle, {call[1]['number']}."
 
 
-def _random_move(context: MoveContext) -> ToolCall:
+def _random_move(context: MoveContext) -> Move:
     return "guess", {"number": context.rng.randint(LOW, HIGH)}
 
 

@@ -31,24 +31,12 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kit import registry
 from kit.games import Game, Step, make
 from kit.games.echo import EMPTY_MESSAGE
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call: what was asked, and what came back (or the error). The env records its
-    own (``GameEnv.calls``); ``kit.rewards.Rollout.calls`` rebuilds them from TRL's messages."""
-
-    tool: str
-    arguments: Any  # a dict, except as a model wrote it in a call that never reached the env
-    result: str | None
-    error: str | None
-
+from kit.trajectory import ToolCall
 
 # TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
 NOT_TOOLS = ("reset", "get_reward")

@@ -660,10 +660,10 @@ def _summarise(
         answered = [
             c
             for c in tool_calls(_prompt(trajectory.messages) + completion)
-            if c["result"] is not None or c["error"] is not None
+            if c.result is not None or c.error is not None
         ]
         parsed = sum(len(m.get("tool_calls") or []) for m in _turns(trajectory.messages))
-        invalid = sum(c["error"] is not None for c in answered)
+        invalid = sum(c.error is not None for c in answered)
         valid += len(answered) - invalid
         executed += len(answered)
         wins += trajectory.won

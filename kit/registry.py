@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Message = dict[str, Any]
-ToolCall = tuple[str, dict[str, Any]]
+# A move as the tool call that plays it: (tool name, arguments), e.g. ("move", {"direction": "LEFT"}).
+Move = tuple[str, dict[str, Any]]
 
 # The built-in games, in the kit's usual order, and the module that registers each.
 BUILTIN = {name: f"kit.builtin.{name}" for name in ("wordle", "catch", "sudoku", "echo")}
@@ -45,7 +46,7 @@ class MoveContext:
     words: Collection[str] | None  # the word pool the player keeps to (``GameSpec.words``)
 
 
-def _no_reason(messages: list[Message], call: ToolCall) -> str:
+def _no_reason(messages: list[Message], call: Move) -> str:
     return ""
 
 
@@ -74,15 +75,15 @@ class GameSpec:
     reward: Mapping[str, tuple[Callable[..., float], float]]  # kit.rewards.default_reward's terms
     tasks: Callable[[str], Sequence[Any] | None]
     task: Callable[[Any], tuple[dict[str, Any], str]]
-    to_tool_call: Callable[[str], ToolCall]  # the tool call that plays a solver's action
-    random_move: Callable[[MoveContext], ToolCall]  # a well-formed move, drawn at random
+    to_tool_call: Callable[[str], Move]  # the tool call that plays a solver's action
+    random_move: Callable[[MoveContext], Move]  # a well-formed move, drawn at random
     closing: Callable[[Any], str]  # the SFT conversations' last message, from the finished env
     held_out: str  # one line: what the eval split holds out, and how training data differs
     draw: Callable[[random.Random, str | None], Iterator[Any]] | None = None
     sizes: Mapping[str, int] = field(default_factory=dict)  # default sizes of drawn splits
     difficulty: str | None = None  # the default difficulty of drawn tasks; None: no such option
     ends: bool = True  # False: the game never ends (Echo): an SFT game stops at the turn limit
-    reason: Callable[[list[Message], ToolCall], str] = _no_reason  # the solver's stated reason
+    reason: Callable[[list[Message], Move], str] = _no_reason  # the solver's stated reason
     partial: Callable[[Any], float] | None = None  # kit.rewards.partial_credit of a Rollout
     leaks: Callable[[Mapping[str, Any]], Iterable[str]] | None = None  # None: the default check
     words: Callable[[str], Collection[str]] | None = None  # a split's word pool (Wordle)

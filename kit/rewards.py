@@ -24,7 +24,6 @@ Wordle's partial credit on a game ended by invalid moves). This module has:
 
 from __future__ import annotations
 
-import ast
 import difflib
 import json
 import math
@@ -34,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit import registry
-from kit.envs import ENVS, ToolCall
+from kit.envs import ENVS
+from kit.trajectory import ToolCall, tool_calls
 
 Message = dict[str, Any]
 
@@ -57,45 +57,13 @@ class Rollout:
 
     @property
     def calls(self) -> list[ToolCall]:
-        """Every tool call of the episode, in order, as ``kit.envs.ToolCall`` records: the
-        env's own, or, with the completion, the calls TRL parsed and the results it appended
-        (``arguments`` as the model wrote them; ``result`` None where the call failed or got no
-        result)."""
+        """Every tool call of the episode, in order: the env's own record, or, with the
+        completion, the calls TRL parsed and the results it appended
+        (``kit.trajectory.tool_calls``: ``arguments`` as the model wrote them, ``result`` None
+        where the call failed or got no result)."""
         if self.completion is None:
             return list(self.env.calls)
-        calls: list[ToolCall] = []
-        pending: list[tuple[str, Any]] = []
-        for message in self.completion:
-            if message.get("role") == "assistant":
-                calls.extend(ToolCall(name, args, None, None) for name, args in pending)
-                pending = [_name_and_arguments(call) for call in message.get("tool_calls") or []]
-            elif message.get("role") == "tool" and pending:
-                name, arguments = pending.pop(0)
-                content = message.get("content")
-                error = _tool_error(content)
-                result = None if error is not None or content is None else str(content)
-                calls.append(ToolCall(name, arguments, result, error))
-        # Calls left without a result: TRL's last iteration, or results dropped for length.
-        calls.extend(ToolCall(name, args, None, None) for name, args in pending)
-        return calls
-
-
-def _name_and_arguments(call: Mapping[str, Any]) -> tuple[str, Any]:
-    function = call.get("function") or {}
-    return str(function.get("name", call.get("name", "unknown"))), function.get("arguments")
-
-
-def _tool_error(content: Any) -> str | None:
-    """The message of a tool result TRL built from an exception (``str({'error': msg})``)."""
-    if not isinstance(content, str) or not content.startswith(("{'error': ", '{"error": ')):
-        return None
-    try:
-        value = ast.literal_eval(content)
-    except (ValueError, SyntaxError):
-        return None
-    if isinstance(value, dict) and set(value) == {"error"}:
-        return str(value["error"])
-    return None
+        return tool_calls(self.completion)
 
 
 Signal = Callable[[Rollout], float]

@@ -11,17 +11,36 @@ this is the one place that says what a token's provenance is:
 
 ``prompt_ids``, ``completion_ids``, ``tool_mask`` and ``completion_mask`` carry TRL's names and
 meanings; the loss mask is ``completion_mask * tool_mask``, as in ``GRPOTrainer``.
-:func:`tool_calls` makes a conversation's ``tool_calls`` records, and :func:`is_truncated` is
+:class:`ToolCall` is the kit's one record of a tool call (the envs keep their own in it too);
+:func:`tool_calls` reads a conversation's calls and replies into them, and :func:`is_truncated` is
 TRL's test of a completion the length budget cut: every module that builds trajectories uses both.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Source = Literal["prompt", "model", "env"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call: what was asked, and what came back (or the error).
+
+    An env records its own (``kit.envs.GameEnv.calls``, ``turn`` None: an env does not know the
+    conversation); :func:`tool_calls` rebuilds them from a conversation's messages, with the
+    assistant turn that made each. ``result`` and ``error`` are both None for a call that was
+    never answered.
+    """
+
+    tool: str
+    arguments: Any  # a dict, except as a model wrote it in a call that never reached the env
+    result: str | None
+    error: str | None
+    turn: int | None = None  # 1 for the first assistant turn of the conversation
 
 
 @dataclass(frozen=True)
@@ -46,9 +65,7 @@ class Trajectory:
     completion_mask: list[int] | None = None  # None: every completion token counts
     env: str | None = None
     task: dict[str, Any] = field(default_factory=dict)
-    tool_calls: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # turn, name, arguments, result, error
+    tool_calls: list[ToolCall] = field(default_factory=list)
     states: list[str] = field(default_factory=list)  # the env's transcript after each turn
     reward: float | None = None
     rewards: dict[str, float] = field(default_factory=dict)  # each named reward signal
@@ -108,51 +125,53 @@ class Trajectory:
         return {s: sources.count(s) for s in ("prompt", "model", "env")}
 
 
-def tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every tool call of a conversation with what the model was shown back, turn by turn.
+def tool_calls(messages: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+    """Every tool call of a conversation, in order, with what the model was shown back.
 
-    Each entry: ``turn`` (1 for the first assistant turn), ``name``, ``arguments``, and either
-    ``result`` (the tool message's text) or ``error`` (the text of TRL's ``{'error': ...}``
-    reply). A call the model was never answered (the last turn when the tool-call cap or the
-    length budget ended the episode) has both ``None``.
+    Each call of an assistant message is paired with the tool messages that follow it, in order.
+    ``result`` is the tool message's text, or ``error`` the message of TRL's ``{'error': ...}``
+    reply; a call the model was never answered (the last turn when the tool-call cap or the
+    length budget ended the episode) has both None. ``arguments`` are as TRL parsed them (a dict,
+    or the text of arguments it could not parse).
     """
-    calls: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
     turn = 0
     for index, message in enumerate(messages):
-        if message["role"] != "assistant":
+        if message.get("role") != "assistant":
             continue
         turn += 1
         replies = []
         for reply in messages[index + 1 :]:
-            if reply["role"] != "tool":
+            if reply.get("role") != "tool":
                 break
-            replies.append(reply)
+            replies.append(reply.get("content"))
         for k, call in enumerate(message.get("tool_calls") or []):
-            function = call.get("function", call)
+            function = call.get("function") or call
             result = error = None
-            if k < len(replies):
-                content = replies[k]["content"]
-                error = _error_text(content)
-                result = None if error is not None else content
+            if k < len(replies) and replies[k] is not None:
+                error = _error_text(replies[k])
+                result = None if error is not None else str(replies[k])
+            name = function.get("name")
             calls.append(
-                {
-                    "turn": turn,
-                    "name": function.get("name"),
-                    "arguments": function.get("arguments"),
-                    "result": result,
-                    "error": error,
-                }
+                ToolCall(
+                    "" if name is None else str(name),
+                    function.get("arguments"),
+                    result,
+                    error,
+                    turn,
+                )
             )
     return calls
 
 
 def _error_text(content: Any) -> str | None:
-    """The message of TRL's ``str({'error': message})`` reply, or None for a normal result."""
-    if not isinstance(content, str) or not content.startswith("{'error': "):
+    """The message of a tool result that TRL built from an exception (``str({'error': msg})``),
+    or None for a normal result."""
+    if not isinstance(content, str) or not content.startswith(("{'error': ", '{"error": ')):
         return None
     try:
         value = ast.literal_eval(content)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     if isinstance(value, dict) and list(value) == ["error"]:
         return str(value["error"])

@@ -290,7 +290,7 @@ def test_calls_past_the_tool_calling_cap_are_not_run(tiny):
     assert row.calls.value == 4.0  # the fourth turn's call was parsed, never run
     assert row.win_rate.value == 0.0  # no game reached its end
     for trajectory in row.trajectories:
-        assert trajectory.tool_calls[-1]["result"] is None and not trajectory.done
+        assert trajectory.tool_calls[-1].result is None and not trajectory.done
 
 
 # -- output and bad input --------------------------------------------------------------------------

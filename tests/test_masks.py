@@ -37,7 +37,7 @@ from kit.masks import build, tool_suffix_ids  # noqa: E402
 from kit.models import tiny_model, tiny_tokenizer  # noqa: E402
 from kit.solvers import policies  # noqa: E402
 from kit.train import grpo_config  # noqa: E402
-from kit.trajectory import Trajectory, is_truncated, tool_calls  # noqa: E402
+from kit.trajectory import ToolCall, Trajectory, is_truncated, tool_calls  # noqa: E402
 from tests.scripted import ScriptedGeneration  # noqa: E402
 
 BUDGET = 1024  # max_completion_length of every run
@@ -261,14 +261,14 @@ def test_the_scripts_reach_every_case(game):
     assistants = [m for m in multi.messages if m["role"] == "assistant"]
     assert [len(m.get("tool_calls") or []) for m in assistants][0] == 2
     assert len(assistants) == 3 and not assistants[-1].get("tool_calls")
-    assert any(c["error"] for c in multi.tool_calls if c["turn"] == 2)
+    assert any(c.error for c in multi.tool_calls if c.turn == 2)
     assert not multi.truncated and multi.completion_ids[-1] == tok.eos_token_id
 
     cap = by_case["cap"][0]
     assistants = [m for m in cap.messages if m["role"] == "assistant"]
     assert len(assistants) == CAP + 1 and assistants[-1].get("tool_calls")
     assert cap.messages[-1]["role"] == "assistant" and not cap.truncated
-    assert [c["result"] for c in cap.tool_calls if c["turn"] == CAP + 1] == [None]
+    assert [c.result for c in cap.tool_calls if c.turn == CAP + 1] == [None]
 
     budget = by_case["budget"][0]
     assert len(budget.completion_ids) == BUDGET and budget.truncated
@@ -342,9 +342,7 @@ def test_capture_records_rewards_advantages_and_states():
             if message["role"] != "assistant":
                 continue
             turn_no = len(expected) + 1
-            answered = any(
-                c["turn"] == turn_no and (c["result"] or c["error"]) for c in t.tool_calls
-            )
+            answered = any(c.turn == turn_no and (c.result or c.error) for c in t.tool_calls)
             ran = answered or case_of(t.messages[0]["content"]) == "dropped"
             for c in (message.get("tool_calls") or []) if ran else []:
                 if c["function"]["name"] in names:
@@ -433,9 +431,9 @@ def test_spans_give_text_ids_source_and_turn():
         "model": sum(built.tool_mask),
         "env": len(built.tool_mask) - sum(built.tool_mask),
     }
-    assert [c["turn"] for c in built.tool_calls] == [1, 1, 2]
-    assert built.tool_calls[2]["error"].startswith("direction must be LEFT or RIGHT")
-    assert built.tool_calls[0]["result"] == messages[2]["content"] and not built.truncated
+    assert [c.turn for c in built.tool_calls] == [1, 1, 2]
+    assert built.tool_calls[2].error.startswith("direction must be LEFT or RIGHT")
+    assert built.tool_calls[0].result == messages[2]["content"] and not built.truncated
 
 
 def test_build_applies_the_length_budget():
@@ -447,7 +445,7 @@ def test_build_applies_the_length_budget():
     cut = build(tokenizer, messages, "catch", max_completion_length=first_env + 3)
     assert cut.completion_ids == full.completion_ids[:first_env]
     assert cut.truncated and cut.messages == messages[:2]
-    assert cut.tool_calls[0]["result"] is None  # the model never saw it
+    assert cut.tool_calls[0].result is None  # the model never saw it
     # a budget that ends inside the last turn: the turn is cut
     last = len(full.completion_ids) - 2
     cut = build(tokenizer, messages, "catch", max_completion_length=last)
@@ -627,10 +625,20 @@ def test_tool_calls_pair_calls_with_replies():
         },
     ]
     assert tool_calls(messages) == [
-        {"turn": 1, "name": "a", "arguments": {"x": 1}, "result": "fine", "error": None},
-        {"turn": 1, "name": "b", "arguments": {}, "result": None, "error": "Tool b not found."},
-        {"turn": 2, "name": "a", "arguments": {}, "result": None, "error": None},
+        ToolCall("a", {"x": 1}, "fine", None, turn=1),
+        ToolCall("b", {}, None, "Tool b not found.", turn=1),
+        ToolCall("a", {}, None, None, turn=2),
     ]
+    # An error as JSON (a remote env's reply) is an error too; a result that only looks like
+    # one (another key, or text that is not a literal) is a result.
+    for content, error in (
+        ('{"error": "bad row"}', "bad row"),
+        (str({"error": "x", "hint": "y"}), None),
+        ("{'error': oops}", None),
+    ):
+        answered = messages[:2] + [{"role": "tool", "name": "a", "content": content}]
+        assert tool_calls(answered)[0].error == error
+        assert tool_calls(answered)[0].result == (None if error else content)
 
 
 # -- build against the per-turn construction it replaced ------------------------------------------

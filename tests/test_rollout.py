@@ -9,8 +9,6 @@ use the random tiny model unscripted, or small scripts.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("trl")
@@ -19,6 +17,7 @@ import torch  # noqa: E402
 
 from kit.envs import ENVS, CatchEnv, EchoEnv  # noqa: E402
 from kit.rollout import TaskSampler, rollout  # noqa: E402
+from kit.trajectory import ToolCall  # noqa: E402
 from tests.scripted import ScriptedGeneration  # noqa: E402
 from tests.test_masks import (  # noqa: E402
     BUDGET,
@@ -219,6 +218,4 @@ def test_rollout_plays_sampled_tasks():
     played = rollout(model, tokenizer, EchoEnv, sampler.take(2), num_generations=2, progress=False)
     tags = [e.task["tag"] for e in played]
     assert tags[0] == tags[1] and tags[2] == tags[3] and tags[0] != tags[2]
-    assert [json.loads(json.dumps(e.tool_calls)) for e in played][0] == [
-        {"turn": 1, "name": "echo", "arguments": {"message": "hi"}, "result": "hi", "error": None}
-    ]
+    assert played[0].tool_calls == [ToolCall("echo", {"message": "hi"}, "hi", None, turn=1)]

@@ -14,7 +14,7 @@ from typing import Any
 from kit.data import ending, listing, load_split, task_of
 from kit.envs import CatchEnv
 from kit.games.catch import Catch
-from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
+from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import Rollout, called_tool, failed_calls, partial_credit, won
 from kit.solvers.catch import CatchSolver, last_board
 from kit.solvers.policies import latest
@@ -35,12 +35,12 @@ def _splits() -> dict[str, Any]:
     return {"columns": CATCH_COLUMNS, **tasks}
 
 
-def _to_tool_call(action: str) -> ToolCall:
+def _to_tool_call(action: str) -> Move:
     direction = action.strip().strip("[]").upper()
     return ("stay", {}) if direction == "STAY" else ("move", {"direction": direction})
 
 
-def _reason(messages: list[Message], call: ToolCall) -> str:
+def _reason(messages: list[Message], call: Move) -> str:
     ball, paddle = latest(messages, last_board)
     where = (
         "is under the ball: stay"
@@ -53,7 +53,7 @@ def _reason(messages: list[Message], call: ToolCall) -> str:
     )
 
 
-def _random_move(context: MoveContext) -> ToolCall:
+def _random_move(context: MoveContext) -> Move:
     """LEFT, STAY or RIGHT."""
     return context.rng.choice(
         [("move", {"direction": "LEFT"}), ("stay", {}), ("move", {"direction": "RIGHT"})]

@@ -14,12 +14,12 @@ from typing import Any
 from kit.data import task_of
 from kit.envs import EchoEnv
 from kit.games.echo import Echo
-from kit.registry import GameSpec, MoveContext, ToolCall, register
+from kit.registry import GameSpec, Move, MoveContext, register
 from kit.rewards import called_tool, env_reward, repeated_calls
 from kit.solvers.echo import EchoSolver
 
 
-def _random_move(context: MoveContext) -> ToolCall:
+def _random_move(context: MoveContext) -> Move:
     """1-10 random letters."""
     letters = [
         context.rng.choice(string.ascii_lowercase) for _ in range(context.rng.randint(1, 10))

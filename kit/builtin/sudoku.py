@@ -14,7 +14,7 @@ from typing import Any
 from kit.data import ending, load_split, task_of
 from kit.envs import SudokuEnv
 from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
-from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
+from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import (
     Rollout,
     called_tool,
@@ -59,7 +59,7 @@ def _draw(rng: random.Random, difficulty: str | None) -> Iterator[str]:
             yield game.puzzle
 
 
-def _to_tool_call(action: str) -> ToolCall:
+def _to_tool_call(action: str) -> Move:
     match = _MOVE.fullmatch(action.strip())
     if match is None:
         raise ValueError(f"not a Sudoku move of the form '[row col number]': {action!r}")
@@ -76,7 +76,7 @@ def _candidates(board: list[int], cell: int) -> list[int]:
     return [d for d in range(1, 10) if d not in seen]
 
 
-def _reason(messages: list[Message], call: ToolCall) -> str:
+def _reason(messages: list[Message], call: Move) -> str:
     board = latest(messages, last_board)
     row, col, number = call[1]["row"], call[1]["col"], call[1]["number"]
     options = _candidates(board, 9 * (row - 1) + col - 1)
@@ -89,7 +89,7 @@ def _reason(messages: list[Message], call: ToolCall) -> str:
     return f"Row {row}, column {col} allows {listed}; only {number} fits the rest of the grid."
 
 
-def _random_move(context: MoveContext) -> ToolCall:
+def _random_move(context: MoveContext) -> Move:
     """A random digit in a random empty cell (usually rejected: only the solution's digit is
     accepted; a player picking among the digits the row, column and box allow would win most
     default-difficulty games, too strong for a floor)."""

@@ -15,7 +15,7 @@ from typing import Any
 from kit.data import SPLIT_SEED, check_split, ending, load_split, row_strings
 from kit.envs import WordleEnv
 from kit.games.wordle import Wordle, dictionary, secrets
-from kit.registry import GameSpec, Message, MoveContext, ToolCall, register
+from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import (
     Rollout,
     called_tool,
@@ -51,7 +51,7 @@ def _splits() -> dict[str, Any]:
     }
 
 
-def _reason(messages: list[Message], call: ToolCall) -> str:
+def _reason(messages: list[Message], call: Move) -> str:
     word = call[1]["word"]
     history = [m.groups() for text in texts(messages) for m in _FEEDBACK.finditer(text)]
     if not history:
@@ -81,7 +81,7 @@ def _sorted_dictionary(word_length: int) -> tuple[str, ...]:
     return tuple(sorted(dictionary(word_length)))  # sorted: set order changes between processes
 
 
-def _random_move(context: MoveContext) -> ToolCall:
+def _random_move(context: MoveContext) -> Move:
     """A dictionary word not guessed yet (always accepted), or one of ``words`` if given."""
     length = Wordle(**context.options).word_length
     pool = _sorted_dictionary(length)

@@ -95,7 +95,7 @@ def _encode(items: list[Trajectory], texts: list[list[str]]) -> dict[str, Any]:
     for trajectory, rollout in zip(items, pairs, strict=True):
         calls: dict[int, list[tuple[str, str, str]]] = {}
         for call in trajectory.tool_calls:
-            calls.setdefault(int(call.get("turn", 0)), []).append(call_mark(call))
+            calls.setdefault(call.turn or 0, []).append(call_mark(call))
         rollouts.append(
             {
                 "summary": summary(trajectory),

@@ -28,7 +28,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from kit.trajectory import Trajectory
+from kit.trajectory import ToolCall, Trajectory
 
 # Background and border of each kind of token; alpha keeps them legible on light and dark pages.
 # Blue and orange stay apart for the common colour-vision deficiencies.
@@ -189,16 +189,16 @@ def _badge(text: str, title: str = "", variant: str = "", inline: bool = True) -
     return f"<span {_attrs(classes, inline)}{tip}>{_html.escape(text)}</span>"
 
 
-def call_mark(call: dict[str, Any]) -> tuple[str, str, str]:
+def call_mark(call: ToolCall) -> tuple[str, str, str]:
     """A tool call's badge: its text, its tooltip and its variant class (``""`` or an error)."""
-    name = str(call.get("name", "?"))
-    arguments = call.get("arguments") or {}
+    name = call.tool or "?"
+    arguments = call.arguments or {}
     shown = (
         ", ".join(f"{k}={v!r}" for k, v in arguments.items())
         if isinstance(arguments, dict)
         else str(arguments)
     )
-    error, result = call.get("error"), call.get("result")
+    error, result = call.error, call.result
     if error is not None:
         return f"✗ {name}({shown})", f"error: {error}", "kit-mark-error"
     if result is None:  # the tool-call cap or the length budget ended the episode first
@@ -206,7 +206,7 @@ def call_mark(call: dict[str, Any]) -> tuple[str, str, str]:
     return f"✓ {name}({shown})", f"result: {result!r}", ""
 
 
-def _call_badge(call: dict[str, Any], inline: bool = True) -> str:
+def _call_badge(call: ToolCall, inline: bool = True) -> str:
     return _badge(*call_mark(call), inline=inline)
 
 
@@ -251,9 +251,9 @@ def token_view_of_texts(trajectory: Trajectory, texts: Sequence[str], inline: bo
     ids = trajectory.input_ids
     n_prompt = len(trajectory.prompt_ids)
     completion_mask = trajectory.completion_mask or [1] * len(trajectory.completion_ids)
-    calls: dict[int, list[dict[str, Any]]] = {}
+    calls: dict[int, list[ToolCall]] = {}
     for call in trajectory.tool_calls:
-        calls.setdefault(int(call.get("turn", 0)), []).append(call)
+        calls.setdefault(call.turn or 0, []).append(call)
 
     turns: list[list[str]] = [[]]
     previous = "prompt"
@@ -353,9 +353,7 @@ def state_view(trajectory: Trajectory, index: int) -> str:
         raise ValueError(
             f"state {index} out of range: the trajectory has {len(trajectory.states)} states"
         )
-    calls = "".join(
-        _call_badge(call) for call in trajectory.tool_calls if call.get("turn") == index + 1
-    )
+    calls = "".join(_call_badge(call) for call in trajectory.tool_calls if call.turn == index + 1)
     head = f"<div>{_badge(f'after turn {index + 1} of {len(trajectory.states)}')}{calls}</div>"
     pre = '<pre style="margin:4px 0;white-space:pre-wrap;line-height:1.25">'
     state = trajectory.states[index]
