@@ -42,9 +42,10 @@ import trl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kit.envs import ENVS, env_tools  # noqa: E402
+from kit.episode import run_episode  # noqa: E402
 from kit.masks import build  # noqa: E402
 from kit.models import tiny_tokenizer  # noqa: E402
-from kit.solvers.policies import noisy_policy, random_policy, run_episode  # noqa: E402
+from kit.solvers.policies import noisy_policy, random_policy  # noqa: E402
 
 
 class LongWordleEnv(ENVS["wordle"]):

@@ -50,15 +50,9 @@ from typing import Any
 
 from kit import registry
 from kit.envs import ENVS
+from kit.episode import Message, assistant_message, replay, run_episode, tool_schemas
 from kit.paths import data_dir
-from kit.solvers.policies import (
-    Message,
-    assistant_message,
-    noisy_policy,
-    replay,
-    run_episode,
-    tool_schemas,
-)
+from kit.solvers.policies import noisy_policy
 
 SPLITS = ("train", "eval")
 SPLIT_SEED = 0  # the seed of every split below: changing it changes the held-out set

@@ -17,7 +17,7 @@ column), and report per reward function and for the weighted total:
     print(report)                        # the table
     report.plot()                        # the same as bars with std and zero-std shares
 
-A player is any ``kit.solvers.policies`` factory, ``model_policy(model, tokenizer)`` included.
+A player is any ``kit.solvers.policies`` factory, ``kit.rollout.model_policy(model, tokenizer)`` included.
 """
 
 from __future__ import annotations
@@ -31,14 +31,9 @@ from typing import Any
 
 from kit.data import TURN_LIMITS, TaskProvider
 from kit.envs import ENVS
+from kit.episode import run_episode
 from kit.rewards import default_reward, flat_groups
-from kit.solvers.policies import (
-    PolicyFactory,
-    noisy_policy,
-    random_policy,
-    run_episode,
-    solver_policy,
-)
+from kit.solvers.policies import PolicyFactory, noisy_policy, random_policy, solver_policy
 
 TOTAL = "total"
 

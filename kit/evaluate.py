@@ -51,9 +51,10 @@ from typing import Any
 from kit import registry
 from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
+from kit.episode import Message, replay, run_episode
 from kit.masks import build
 from kit.rewards import Reward, default_reward
-from kit.solvers.policies import Message, PolicyFactory, replay, run_episode
+from kit.solvers.policies import PolicyFactory
 from kit.trajectory import Trajectory, tool_calls
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile

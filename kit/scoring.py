@@ -16,9 +16,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kit import episode
 from kit.envs import ENVS
 from kit.rewards import Message, Reward, Score, default_reward
-from kit.solvers import policies
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -79,7 +79,7 @@ def replay(game: str, task: Mapping[str, Any], response: Any) -> tuple[Any, list
         raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
     env = ENVS[game]()
     env.reset(**{key: value for key, value in task.items() if key != "environment"})
-    return env, policies.replay(env, _assistant_turns(response))
+    return env, episode.replay(env, _assistant_turns(response))
 
 
 def _as_task(task: Any, response: Any = None) -> dict[str, Any]:

@@ -24,12 +24,12 @@ from kit.data import (
     wordle_secrets,
 )
 from kit.envs import ENVS, env_tools
+from kit.episode import tool_schemas
 from kit.games import make
 from kit.games.wordle import secrets
 from kit.paths import data_dir
 from kit.rewards import validate_environments
 from kit.scoring import compute_score
-from kit.solvers.policies import tool_schemas
 from tests.scripted import tool_call
 
 GAMES = sorted(ENVS)

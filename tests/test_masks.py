@@ -32,6 +32,7 @@ from datasets import Dataset  # noqa: E402
 from kit import masks  # noqa: E402
 from kit.capture import Capture  # noqa: E402
 from kit.envs import ENVS, env_tools  # noqa: E402
+from kit.episode import run_episode  # noqa: E402
 from kit.games import make  # noqa: E402
 from kit.masks import build, tool_suffix_ids  # noqa: E402
 from kit.models import tiny_model, tiny_tokenizer  # noqa: E402
@@ -834,7 +835,7 @@ GAME_TASKS = {
 def played(game: str, policy: str, task: dict[str, Any], rounds: int, seed: int) -> list[dict]:
     """An episode of ``game`` by the named policy through the env's tools, as TRL plays it."""
     env_cls = GAME_TASKS[game][0]
-    episode = policies.run_episode(
+    episode = run_episode(
         env_cls(), task, POLICIES[policy](env_cls, seed), max_tool_calling_iterations=rounds
     )
     return episode.messages

@@ -84,8 +84,8 @@ def test_a_game_prompt_is_words_not_bytes(tiny, name):
     board. Before the tokenizer learnt from rendered prompts it spelt their words out a few
     bytes at a time (about 2 characters per token; a Catch prompt was 716 tokens, now 379)."""
     from kit.data import prompt
+    from kit.episode import tool_schemas, with_observation
     from kit.registry import game
-    from kit.solvers.policies import tool_schemas, with_observation
 
     _, tokenizer = tiny
     env_cls = game(name).env

@@ -15,6 +15,7 @@ import pytest
 
 from kit.data import mixture_dataset, prompt
 from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv
+from kit.episode import assistant_message, call_tool
 from kit.games.wordle import feedback
 from kit.rewards import (
     Reward,
@@ -32,7 +33,6 @@ from kit.rewards import (
     won,
 )
 from kit.scoring import compute_score, parse_tool_calls, reward_func, score, single_turn_reward
-from kit.solvers.policies import assistant_message, call_tool
 from kit.trajectory import Trajectory
 from tests.scripted import tool_call
 

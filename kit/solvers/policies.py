@@ -1,23 +1,15 @@
-"""Policies of known strength, and the loop that plays them through the tool envs as TRL does.
+"""Players of known strength: the solver, a noisy solver, a random-but-valid player.
 
 Why: a reward has to be checked before GPU hours are spent on it, and SFT warm-up data has to
-look exactly like a GRPO rollout. Both need episodes played through the same ``kit.envs`` objects
-TRL hands to reward functions, in TRL's message format, by players whose ranking is known: the
-solver, a noisy solver that blunders with probability ``p``, a random-but-valid player, or a
-model. ``kit.diagnostics`` and ``kit.data`` are built on this module.
+look exactly like a GRPO rollout. Both need episodes played by players whose ranking is known,
+through the same ``kit.envs`` objects TRL hands to reward functions, in TRL's message format
+(``kit.episode.run_episode`` plays them). ``kit.diagnostics`` and ``kit.data`` are built on them.
 
 A **policy** maps the conversation so far to the next assistant message, in the form TRL's
-response parser gives::
-
-    {"role": "assistant", "content": "short reasoning",
-     "tool_calls": [{"type": "function",
-                     "function": {"name": "guess", "arguments": {"word": "crane"}}}]}
-
-A message without tool calls ends the episode, as a model's final answer ends TRL's tool loop.
-A **policy factory** ``factory(env_cls, seed) -> policy`` makes a fresh player per episode;
-``solver_policy()``, ``noisy_policy(p)``, ``random_policy()`` and ``model_policy(model, tok)``
-return factories. ``run_episode`` resets an env from a dataset row and plays one episode;
-``replay`` runs a recorded episode's tool calls again on a reset env.
+response parser gives (``kit.episode``); a message without tool calls ends the episode, as a
+model's final answer ends TRL's tool loop. A **policy factory** ``factory(env_cls, seed) ->
+policy`` makes a fresh player per episode; ``solver_policy()``, ``noisy_policy(p)`` and
+``random_policy()`` return factories, and so does ``kit.rollout.model_policy(model, tokenizer)``.
 
 What a move looks like as a tool call, the reason the solver states for it and a random
 well-formed move are each game's own (its ``GameSpec``: ``to_tool_call``, ``reason``,
@@ -34,156 +26,14 @@ from __future__ import annotations
 
 import inspect
 import random
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
 from typing import Any
 
 from kit import registry
-from kit.envs import env_tools
+from kit.episode import Message, Policy, assistant_message
 from kit.solvers import solver
 
-Message = dict[str, Any]
-Policy = Callable[[list[Message]], Message]
 PolicyFactory = Callable[[type, int], Policy]
-
-
-# -- TRL's message format -----------------------------------------------------------------------
-def assistant_message(
-    content: str = "", calls: Sequence[tuple[str, dict[str, Any]]] = ()
-) -> Message:
-    """An assistant turn as TRL's response parser returns it: content, then the tool calls."""
-    message: Message = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = [
-            {"type": "function", "function": {"name": name, "arguments": dict(arguments)}}
-            for name, arguments in calls
-        ]
-    return message
-
-
-def tool_schemas(env_cls: type) -> list[dict[str, Any]]:
-    """The JSON schemas of ``env_cls``'s tools, as transformers builds them for TRL's prompt."""
-    from transformers.utils import get_json_schema
-
-    return [get_json_schema(tool) for tool in env_tools(env_cls())]
-
-
-def call_tool(env: Any, call: dict[str, Any]) -> Message:
-    """Run one tool call as TRL's ``_tool_call_loop`` does; return the tool message it appends.
-
-    Any exception becomes the result ``{'error': '<message>'}`` (TRL catches ``Exception``, not
-    only ``ValueError``), an unknown name gives TRL's ``Tool <name> not found.``, and the content
-    is ``str(result)``.
-    """
-    if call.get("type") != "function":
-        name = call.get("name", "unknown")
-        result: Any = {"error": f"Unsupported tool call type: {call.get('type')}"}
-        return {"role": "tool", "name": name, "content": str(result)}
-    function = call["function"]
-    name = function["name"]
-    tools = {tool.__name__: tool for tool in env_tools(env)}
-    try:
-        if name not in tools:
-            raise ValueError(f"Tool {name} not found.")
-        result = tools[name](**function["arguments"])
-    except Exception as error:  # noqa: BLE001 - TRL shows every tool exception to the model
-        result = {"error": str(error)}
-    return {"role": "tool", "name": name, "content": str(result)}
-
-
-def replay(
-    env: Any, turns: Sequence[Message], max_tool_calling_iterations: int | None = None
-) -> list[Message]:
-    """Run the tool calls of recorded assistant ``turns`` on ``env`` (already reset), as TRL's
-    tool loop ran them; return the completion TRL held: each turn, then its tool messages.
-
-    Recorded tool results are ignored: the env answers afresh, and the engines are
-    deterministic, so this rebuilds the env an episode left behind (for a reward to read) or
-    checks a recorded conversation against the env. Only the first
-    ``max_tool_calling_iterations`` turns that call tools run them (as in TRL; None: no cap); a
-    later turn is kept with its calls unrun, as TRL keeps the turn past its cap.
-    """
-    completion: list[Message] = []
-    rounds = 0
-    for turn in turns:
-        completion.append(turn)
-        calls = turn.get("tool_calls") or []
-        if calls and (max_tool_calling_iterations is None or rounds < max_tool_calling_iterations):
-            completion += [call_tool(env, call) for call in calls]
-            rounds += 1
-    return completion
-
-
-def with_observation(prompt: list[Message], observation: Any) -> list[Message]:
-    """The prompt TRL generates from: the reset observation glued to the last message's content.
-
-    TRL adds no separator, so a prompt should end with one (``"\\n\\n"``).
-    """
-    if observation is None:
-        return [dict(message) for message in prompt]
-    last = prompt[-1]
-    return [dict(message) for message in prompt[:-1]] + [
-        {**last, "content": last["content"] + observation}
-    ]
-
-
-# -- episodes -----------------------------------------------------------------------------------
-@dataclass
-class Episode:
-    """One episode as TRL's reward functions see it: prompt, completion and the env afterwards."""
-
-    prompt: list[Message]  # the row's prompt with the reset observation appended
-    completion: list[Message]  # assistant turns and tool results, TRL's ``completions`` entry
-    env: Any  # the env instance after the episode: what ``environments=`` holds
-    row: dict[str, Any] = field(default_factory=dict)
-    # stopped at max_tool_calling_iterations while the policy still called tools
-    truncated: bool = False
-
-    @property
-    def messages(self) -> list[Message]:
-        return self.prompt + self.completion
-
-
-def run_episode(
-    env: Any,
-    row: dict[str, Any],
-    policy: Policy,
-    max_tool_calling_iterations: int = 100,
-    stop_when_done: bool = True,
-) -> Episode:
-    """Reset ``env`` from ``row`` and let ``policy`` play, through the env's tools, as TRL would.
-
-    ``reset`` gets every column (``prompt`` included) except ``environment``, as TRL's
-    multi-environment routing passes them. The loop ends when the policy answers without a
-    tool call, after ``max_tool_calling_iterations`` rounds of tool calls (TRL's
-    ``max_tool_calling_iterations``: a call requested after that is left unexecuted), or, with
-    ``stop_when_done``, as soon as the game is over, as a player that stops at the end would.
-    """
-    if (
-        isinstance(max_tool_calling_iterations, bool)
-        or not isinstance(max_tool_calling_iterations, int)
-        or max_tool_calling_iterations < 1
-    ):
-        raise ValueError(
-            f"max_tool_calling_iterations must be an int >= 1, got {max_tool_calling_iterations!r}"
-        )
-    columns = {key: value for key, value in row.items() if key != "environment"}
-    prompt = columns.get("prompt") or [{"role": "user", "content": ""}]
-    prompt = with_observation(prompt, env.reset(**columns))
-    completion: list[Message] = []
-    iterations, truncated = 0, False
-    while not (stop_when_done and env.done):
-        message = policy(prompt + completion)
-        completion.append(message)
-        calls = message.get("tool_calls") or []
-        if not calls:
-            break
-        if iterations == max_tool_calling_iterations:
-            truncated = True
-            break
-        completion.extend(call_tool(env, call) for call in calls)
-        iterations += 1
-    return Episode(prompt, completion, env, dict(row), truncated)
 
 
 # -- reading the game from the text -------------------------------------------------------------
@@ -342,53 +192,3 @@ def random_policy(reasoning: bool = False, words: Collection[str] | None = None)
     """
     _check_words(None, words)
     return lambda env_cls, seed: _RandomPlayer(env_cls, seed, reasoning, words)
-
-
-def model_policy(
-    model: Any, tokenizer: Any, max_new_tokens: int = 256, temperature: float | None = 1.0
-) -> PolicyFactory:
-    """A model that plays as it would in GRPO: the chat template with the env's tools, one sampled
-    turn per call, parsed with TRL's own ``parse_response``.
-
-    ``temperature=None`` decodes greedily (all rollouts of a group then match). Sampling seeds
-    torch's global generator with the episode's seed. The tokenizer gets TRL's response schema if
-    it has none, as ``GRPOTrainer`` does to it.
-    """
-    import torch
-    from trl.chat_template_utils import add_response_schema, parse_response
-
-    if (
-        getattr(tokenizer, "response_schema", None) is None
-        and getattr(tokenizer, "response_template", None) is None
-    ):
-        add_response_schema(tokenizer)
-
-    def factory(env_cls: type, seed: int) -> Policy:
-        tools = env_tools(env_cls())
-        torch.manual_seed(seed)
-
-        def act(messages: list[Message]) -> Message:
-            ids = tokenizer.apply_chat_template(
-                messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-            inputs = torch.tensor([ids], device=model.device)
-            sampling = (
-                {"do_sample": False}
-                if temperature is None
-                else {"do_sample": True, "temperature": temperature}
-            )
-            with torch.no_grad():
-                output = model.generate(
-                    input_ids=inputs,
-                    attention_mask=torch.ones_like(inputs),
-                    max_new_tokens=max_new_tokens,
-                    pad_token_id=tokenizer.pad_token_id,
-                    **sampling,
-                )
-            return parse_response(
-                tokenizer, output[0, len(ids) :].tolist(), prefix=ids, tools=tools
-            )
-
-        return act
-
-    return factory

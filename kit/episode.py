@@ -1,0 +1,189 @@
+"""One episode as TRL's tool loop plays it, message by message: the steps every loop of the kit
+shares, and the loop that plays a scripted player.
+
+Why one module: SFT warm-up data, reward diagnostics and the evaluation of a scripted player all
+play episodes through the same ``kit.envs`` objects that TRL hands to reward functions, in TRL's
+message format, and ``kit.rollout`` plays a model's episodes token by token with the same steps.
+Each step is written here once, as TRL 1.16's ``_tool_call_loop`` takes it:
+
+* :func:`start` resets the env from a dataset row and appends the observation to the prompt;
+* :func:`call_tool` runs one parsed tool call and returns the tool message TRL appends (errors
+  as ``{'error': ...}`` text, TRL's message for an unknown tool);
+* :func:`run_episode` lets a **policy** (the conversation so far -> the next assistant message,
+  as TRL's response parser gives it; ``kit.solvers.policies`` has the scripted ones) play until
+  it answers without a tool call or reaches ``max_tool_calling_iterations`` rounds;
+* :func:`replay` runs a recorded episode's tool calls again on a reset env.
+
+An assistant message looks like this (:func:`assistant_message` builds one)::
+
+    {"role": "assistant", "content": "short reasoning",
+     "tool_calls": [{"type": "function",
+                     "function": {"name": "guess", "arguments": {"word": "crane"}}}]}
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.envs import env_tools
+
+Message = dict[str, Any]
+Policy = Callable[[list[Message]], Message]
+DEFAULT_PROMPT: list[Message] = [{"role": "user", "content": ""}]  # TRL's, for rows with no prompt
+
+
+# -- TRL's message format -----------------------------------------------------------------------
+def assistant_message(
+    content: str = "", calls: Sequence[tuple[str, dict[str, Any]]] = ()
+) -> Message:
+    """An assistant turn as TRL's response parser returns it: content, then the tool calls."""
+    message: Message = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"type": "function", "function": {"name": name, "arguments": dict(arguments)}}
+            for name, arguments in calls
+        ]
+    return message
+
+
+def tool_schemas(env_cls: type) -> list[dict[str, Any]]:
+    """The JSON schemas of ``env_cls``'s tools, as transformers builds them for TRL's prompt."""
+    from transformers.utils import get_json_schema
+
+    return [get_json_schema(tool) for tool in env_tools(env_cls())]
+
+
+def call_tool(
+    env: Any, call: Mapping[str, Any], tools: Mapping[str, Callable[..., Any]] | None = None
+) -> Message:
+    """Run one tool call as TRL's ``_tool_call_loop`` does; return the tool message it appends.
+
+    Any exception becomes the result ``{'error': '<message>'}`` (TRL catches ``Exception``, not
+    only ``ValueError``), an unknown name gives TRL's ``Tool <name> not found.``, and the content
+    is ``str(result)``, or the result itself when it is a list (TRL's multimodal content blocks).
+    ``tools``: the env's tools by name, when the caller has them already (``env_tools``).
+    """
+    if call.get("type") != "function":
+        name = call.get("name", "unknown")
+        result: Any = {"error": f"Unsupported tool call type: {call.get('type')}"}
+        return {"role": "tool", "name": name, "content": str(result)}
+    function = call["function"]
+    name = function["name"]
+    if tools is None:
+        tools = {tool.__name__: tool for tool in env_tools(env)}
+    try:
+        if name not in tools:
+            raise ValueError(f"Tool {name} not found.")
+        result = tools[name](**function["arguments"])
+    except Exception as error:  # noqa: BLE001 - TRL shows every tool exception to the model
+        result = {"error": str(error)}
+    content = result if isinstance(result, list) else str(result)
+    return {"role": "tool", "name": name, "content": content}
+
+
+def replay(
+    env: Any, turns: Sequence[Message], max_tool_calling_iterations: int | None = None
+) -> list[Message]:
+    """Run the tool calls of recorded assistant ``turns`` on ``env`` (already reset), as TRL's
+    tool loop ran them; return the completion TRL held: each turn, then its tool messages.
+
+    Recorded tool results are ignored: the env answers afresh, and the engines are
+    deterministic, so this rebuilds the env an episode left behind (for a reward to read) or
+    checks a recorded conversation against the env. Only the first
+    ``max_tool_calling_iterations`` turns that call tools run them (as in TRL; None: no cap); a
+    later turn is kept with its calls unrun, as TRL keeps the turn past its cap.
+    """
+    completion: list[Message] = []
+    rounds = 0
+    for turn in turns:
+        completion.append(turn)
+        calls = turn.get("tool_calls") or []
+        if calls and (max_tool_calling_iterations is None or rounds < max_tool_calling_iterations):
+            completion += [call_tool(env, call) for call in calls]
+            rounds += 1
+    return completion
+
+
+def with_observation(prompt: list[Message], observation: Any) -> list[Message]:
+    """The prompt TRL generates from: the reset observation glued to the last message's content.
+
+    TRL adds no separator, so a prompt should end with one (``"\\n\\n"``).
+    """
+    if observation is None:
+        return [dict(message) for message in prompt]
+    last = prompt[-1]
+    return [dict(message) for message in prompt[:-1]] + [
+        {**last, "content": last["content"] + observation}
+    ]
+
+
+def start(env: Any, row: Mapping[str, Any]) -> list[Message]:
+    """Reset ``env`` from a dataset row and return the prompt TRL generates the first turn from.
+
+    ``reset`` gets every column (``prompt`` included) except ``environment``, as TRL's
+    multi-environment routing passes them; the row's ``prompt`` (TRL's empty user message when it
+    has none) gets the reset observation appended (:func:`with_observation`).
+    """
+    columns = {key: value for key, value in row.items() if key != "environment"}
+    prompt = columns.get("prompt") or DEFAULT_PROMPT
+    return with_observation(copy.deepcopy(prompt), env.reset(**columns))
+
+
+# -- episodes -----------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    """One episode as TRL's reward functions see it: prompt, completion and the env afterwards."""
+
+    prompt: list[Message]  # the row's prompt with the reset observation appended
+    completion: list[Message]  # assistant turns and tool results, TRL's ``completions`` entry
+    env: Any  # the env instance after the episode: what ``environments=`` holds
+    row: dict[str, Any] = field(default_factory=dict)
+    # stopped at max_tool_calling_iterations while the policy still called tools
+    truncated: bool = False
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.prompt + self.completion
+
+
+def run_episode(
+    env: Any,
+    row: dict[str, Any],
+    policy: Policy,
+    max_tool_calling_iterations: int = 100,
+    stop_when_done: bool = True,
+) -> Episode:
+    """Reset ``env`` from ``row`` and let ``policy`` play, through the env's tools, as TRL would.
+
+    ``reset`` gets the row as :func:`start` passes it. The loop ends when the policy answers without a
+    tool call, after ``max_tool_calling_iterations`` rounds of tool calls (TRL's
+    ``max_tool_calling_iterations``: a call requested after that is left unexecuted), or, with
+    ``stop_when_done``, as soon as the game is over, as a player that stops at the end would.
+    """
+    if (
+        isinstance(max_tool_calling_iterations, bool)
+        or not isinstance(max_tool_calling_iterations, int)
+        or max_tool_calling_iterations < 1
+    ):
+        raise ValueError(
+            f"max_tool_calling_iterations must be an int >= 1, got {max_tool_calling_iterations!r}"
+        )
+    prompt = start(env, row)
+    tools = {tool.__name__: tool for tool in env_tools(env)}
+    completion: list[Message] = []
+    iterations, truncated = 0, False
+    while not (stop_when_done and env.done):
+        message = policy(prompt + completion)
+        completion.append(message)
+        calls = message.get("tool_calls") or []
+        if not calls:
+            break
+        if iterations == max_tool_calling_iterations:
+            truncated = True
+            break
+        completion.extend(call_tool(env, call, tools) for call in calls)
+        iterations += 1
+    return Episode(prompt, completion, env, dict(row), truncated)
