@@ -1,15 +1,17 @@
 """Test a reward before training: does it rank known players correctly, and does it vary?
 
 Why: GRPO learns nothing from a group whose rewards are all equal (TRL logs the share of such
-groups as ``frac_reward_zero_std``), and a reward that ranks a random player above a good one
-trains the wrong thing. Both can be seen in CPU seconds, before any GPU hour: play ``groups``
-groups of ``num_generations`` episodes (one task per group, as GRPO's generations of one prompt)
-with players of known strength, score them with the reward functions exactly as TRL calls them
-(``environments=`` the ``kit.envs`` instances, ``completions=`` the messages, every dataset
-column), and report per reward function and for the weighted total:
+groups as ``frac_reward_zero_std``, missing some: ``kit.rewards.flat_groups``), and a reward
+that ranks a random player above a good one trains the wrong thing. Both can be seen in CPU
+seconds, before any GPU hour: play ``groups`` groups of ``num_generations`` episodes (one task
+per group, as GRPO's generations of one prompt) with players of known strength, score them with
+the reward functions exactly as TRL calls them (``environments=`` the ``kit.envs`` instances,
+``completions=`` the messages, every dataset column), and report per reward function and for
+the weighted total:
 
 * mean and std of the reward per player;
-* ``frac_reward_zero_std``: the share of groups whose rewards are all equal (no gradient);
+* ``flat_groups``: the share of groups whose rewards are all equal (no gradient), counted
+  exactly (``kit.rewards.flat_groups``);
 * whether the means follow the expected order (solver > noisy solver > random by default).
 
     from kit.diagnostics import diagnose
@@ -75,7 +77,7 @@ class Diagnosis:
     seed: int
     rewards: list[str]  # reward function names, then "total" when there are several
     policies: list[str]  # in the expected order, best first
-    rows: list[dict[str, Any]]  # reward, policy, mean, std, frac_reward_zero_std
+    rows: list[dict[str, Any]]  # reward, policy, mean, std, flat_groups
     ordered: dict[str, bool]  # reward -> the means follow the policies' order strictly
     players: dict[str, dict[str, float]] = field(default_factory=dict)  # win_rate, calls, failed
 
@@ -91,13 +93,13 @@ class Diagnosis:
         lines = [
             f"{self.game}: {self.groups} groups x {self.num_generations} episodes per player "
             f"(seed {self.seed})",
-            f"{'reward':<{width}}  {'policy':<8} {'mean':>8} {'std':>8}  frac_reward_zero_std",
+            f"{'reward':<{width}}  {'policy':<8} {'mean':>8} {'std':>8}  flat_groups",
         ]
         for row in self.rows:
             lines.append(
                 f"{row['reward']:<{width}}  {row['policy']:<8} "
                 f"{row['mean']:>8.3f} {row['std']:>8.3f}"
-                f"  {row['frac_reward_zero_std']:.2f}"
+                f"  {row['flat_groups']:.2f}"
             )
         order = " > ".join(self.policies)
         verdicts = ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in self.ordered.items())
@@ -114,12 +116,10 @@ class Diagnosis:
         return self.table()
 
     def _repr_markdown_(self) -> str:
-        header = (
-            "| reward | policy | mean | std | frac_reward_zero_std |\n|---|---|---:|---:|---:|\n"
-        )
+        header = "| reward | policy | mean | std | flat_groups |\n|---|---|---:|---:|---:|\n"
         body = "".join(
             f"| {r['reward']} | {r['policy']} | {r['mean']:.3f} | {r['std']:.3f} | "
-            f"{r['frac_reward_zero_std']:.2f} |\n"
+            f"{r['flat_groups']:.2f} |\n"
             for r in self.rows
         )
         order = " > ".join(self.policies)
@@ -134,7 +134,7 @@ class Diagnosis:
 
     def plot(self, axes: Any = None) -> Any:
         """Bars of the mean reward per player (std as error bars), one panel per reward, each bar
-        labelled with its ``frac_reward_zero_std``; returns the matplotlib Figure."""
+        labelled with its ``flat_groups`` share ("zero-std"); returns the matplotlib Figure."""
         import matplotlib.pyplot as plt
 
         if axes is None:
@@ -154,7 +154,7 @@ class Diagnosis:
             bars = ax.bar(self.policies, means, yerr=stds, capsize=4, color="#4c72b0")
             for bar, row in zip(bars, rows, strict=True):
                 ax.annotate(
-                    f"zero-std {row['frac_reward_zero_std']:.0%}",
+                    f"zero-std {row['flat_groups']:.0%}",
                     (bar.get_x() + bar.get_width() / 2, 0),
                     xytext=(0, 3),
                     textcoords="offset points",
@@ -282,7 +282,7 @@ def diagnose(
                     "policy": policy_name,
                     "mean": _mean(flat),
                     "std": _std(flat),
-                    "frac_reward_zero_std": flat_groups(scores[name]),
+                    "flat_groups": flat_groups(scores[name]),
                     "episodes": episodes_played,
                 }
             )

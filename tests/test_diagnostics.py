@@ -26,13 +26,13 @@ def test_default_reward_ranks_solver_over_noisy_over_random(game: str) -> None:
     means = [report.row(game, policy)["mean"] for policy in report.policies]
     assert means == sorted(means, reverse=True)
     for row in report.rows:
-        assert 0.0 <= row["frac_reward_zero_std"] <= 1.0
+        assert 0.0 <= row["flat_groups"] <= 1.0
         assert row["episodes"] == 8 * 4
     if game != "echo":  # the solvers are deterministic: every group's rewards are equal
-        assert report.row(game, "solver")["frac_reward_zero_std"] == 1.0
+        assert report.row(game, "solver")["flat_groups"] == 1.0
         assert report.players["solver"]["win_rate"] == 1.0
-    assert report.row(game, "random")["frac_reward_zero_std"] < 1.0
-    assert "frac_reward_zero_std" in report.table()
+    assert report.row(game, "random")["flat_groups"] < 1.0
+    assert "flat_groups" in report.table()
 
 
 def test_a_reward_that_cannot_tell_players_apart_is_reported() -> None:
@@ -42,7 +42,7 @@ def test_a_reward_that_cannot_tell_players_apart_is_reported() -> None:
     )
     assert report.rewards == ["format_only", "catch", TOTAL]
     assert report.ordered == {"format_only": False, "catch": True, TOTAL: True}
-    assert all(report.row("format_only", p)["frac_reward_zero_std"] == 1.0 for p in report.policies)
+    assert all(report.row("format_only", p)["flat_groups"] == 1.0 for p in report.policies)
     assert all(report.row("format_only", p)["std"] == 0.0 for p in report.policies)
     for policy in report.policies:  # the total is TRL's weighted sum
         parts = report.row("format_only", policy)["mean"] + 2 * report.row("catch", policy)["mean"]
@@ -178,7 +178,7 @@ def test_a_model_is_a_player() -> None:
         groups=2,
         num_generations=2,
     )
-    assert report.row("wordle", "model")["frac_reward_zero_std"] == 1.0
+    assert report.row("wordle", "model")["flat_groups"] == 1.0
     assert report.players["model"]["calls"] == 0.0
 
     ScriptedGeneration(
