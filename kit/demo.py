@@ -2,7 +2,7 @@
 
     python -m kit.demo                                  # Catch, seed 0, about 13 minutes
     python -m kit.demo --game wordle --sft-steps 400    # any game, more warm-up
-    python -m kit.demo --where ball_col=0 --samples 32  # the control: no need to read the board
+    python -m kit.demo --where ball_col=0 --eval-generations 32  # the control: no need to read the board
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
@@ -18,7 +18,7 @@ every tool-calling recipe uses and measures the model after each, on tasks no ph
 5. evaluate again, and compare GRPO with its own SFT starting point, paired over the same
    tasks (``kit.evaluate.compare``: difference, 95% interval, p-value).
 
-Every evaluation samples ``--samples`` episodes per task at ``--temperature``, the temperature
+Every evaluation samples ``--eval-generations`` episodes per task at ``--temperature``, the temperature
 GRPO samples at: a sampled policy is what GRPO trains, and several episodes per task are what
 separates two models on ten tasks. The run writes the two checkpoints (``sft-model/``,
 ``grpo-model/``; ``kit.models.load`` reads them), the last captured batch token by token
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             game,
             tokenizer,
             tasks=tasks,
-            samples=args.samples,
+            num_generations=args.eval_generations,
             greedy=False,
             temperature=args.temperature,
             seed=seed,
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "held_out": HELD_OUT[game],
         "where": where,
         "max_completion_length": args.max_completion_length,
-        "samples": args.samples,
+        "eval_generations": args.eval_generations,
         "temperature": args.temperature,
         "evaluation": base.records() + sft.records() + after.records(),
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
@@ -206,7 +206,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--grpo-steps", type=int, default=GRPO_STEPS, help="GRPO steps after the warm-up"
     )
     parser.add_argument(
-        "--samples", type=int, default=8, help="episodes per held-out task in every evaluation"
+        "--eval-generations",
+        type=int,
+        default=8,
+        help="episodes per held-out task in every evaluation (evaluate's num_generations)",
     )
     parser.add_argument(
         "--temperature",
@@ -244,7 +247,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             TaskProvider(args.game, split, where=args.where)  # some task of each split matches
     except ValueError as error:
         parser.error(f"--where: {error}")
-    for name in ("sft_steps", "grpo_steps", "samples", "max_completion_length", "threads"):
+    for name in (
+        "sft_steps",
+        "grpo_steps",
+        "eval_generations",
+        "max_completion_length",
+        "threads",
+    ):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -257,7 +266,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--out: {error}")
     args.command = (
         f"python -m kit.demo --game {args.game} --sft-steps {args.sft_steps} "
-        f"--grpo-steps {args.grpo_steps} --samples {args.samples} "
+        f"--grpo-steps {args.grpo_steps} --eval-generations {args.eval_generations} "
         f"--temperature {args.temperature:g} --max-completion-length "
         f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
         + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())

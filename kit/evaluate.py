@@ -19,9 +19,9 @@ least one call is reported too); mean tool calls, assistant turns and model toke
 invalid calls per episode (the executed calls that raised); and moves per win (tool calls per
 won episode: how directly a player wins, undefined until it wins once). :data:`PUBLISHED` names
 the four figures a results table of a tool-calling game reports. Rates get Wilson intervals;
-means get a percentile bootstrap that resamples *tasks* (the ``samples`` episodes of one task
-are not independent). Wilson treats trials as independent, so
-the valid-call interval (calls of one episode are correlated) is optimistic.
+means get a percentile bootstrap that resamples *tasks* (the ``num_generations`` episodes of one
+task are not independent). Wilson treats trials as independent, so the valid-call interval (calls
+of one episode are correlated) is optimistic.
 
 "Did training help?" is a paired question: :func:`compare` plays the *same* tasks before and
 after and bootstraps the difference over tasks, and over the episodes within each task, so a
@@ -30,13 +30,13 @@ gain on a few lucky tasks does not pass for one.
     from kit.evaluate import evaluate
     from kit.solvers.policies import solver_policy
 
-    result = evaluate(model, "catch", tokenizer)                 # greedy, the 5 eval tasks
-    result = evaluate(model, "wordle", tokenizer, samples=4)     # 4 sampled episodes per task
+    result = evaluate(model, "catch", tokenizer)             # greedy, the 10 eval tasks
+    result = evaluate(model, "wordle", tokenizer, num_generations=4)  # 4 sampled per task
     baseline = evaluate(solver_policy(), "catch", name="solver")
-    print(table([baseline, result]))                             # one row per (player, game)
-    table([baseline, result], PUBLISHED)                         # a paper's four columns
-    compare(before, after, "catch", "win_rate")                  # paired: difference, interval, p
-    kit.viz.inspector(result.trajectories, tokenizer)            # every episode, token by token
+    print(table([baseline, result]))                         # one row per (player, game)
+    table([baseline, result], PUBLISHED)                     # a paper's four columns
+    compare(before, after, "catch", "win_rate")              # paired: difference, interval, p
+    kit.viz.inspector(result.trajectories, tokenizer)        # every episode, token by token
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class Evaluation:
     name: str
     split: str
     seed: int
-    samples: int
+    num_generations: int
     decoding: str  # "greedy", "sampled x4, T=1" or, for a policy, "policy x1"
     games: dict[str, GameResult]
 
@@ -445,7 +445,7 @@ def evaluate(
     split: str = "eval",
     num_tasks: int | None = None,
     tasks: Sequence[Mapping[str, Any]] | None = None,
-    samples: int = 1,
+    num_generations: int = 1,
     greedy: bool | None = None,
     temperature: float = 1.0,
     seed: int = 0,
@@ -456,7 +456,8 @@ def evaluate(
     batch_size: int = 32,
     progress: bool = False,
 ) -> Evaluation:
-    """Play every task of ``game``'s ``split`` ``samples`` times with ``player``; report per game.
+    """Play every task of ``game``'s ``split`` ``num_generations`` times with ``player``; report
+    per game.
 
     ``player``: a model (with a ``generate`` method, or a ``vllm.LLM``; needs ``tokenizer``) or a
     ``kit.solvers.policies`` factory such as ``solver_policy()``; a policy's episodes get token
@@ -464,16 +465,17 @@ def evaluate(
     several. Tasks: ``kit.data.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
     with the reset columns) for a single game; a row without a ``prompt`` gets the game's
     (``kit.data.prompt``), the one its training rows carry, not TRL's empty one. ``greedy``
-    defaults to ``samples == 1``; sampled play uses ``temperature``. ``max_completion_length``
-    defaults to :data:`BUDGETS`, ``max_tool_calling_iterations`` to ``kit.data.TURN_LIMITS``,
-    ``rewards`` to each game's ``default_reward``. ``seed`` fixes the task subset, the sampling and the bootstrap.
+    defaults to ``num_generations == 1``; sampled play uses ``temperature``.
+    ``max_completion_length`` defaults to :data:`BUDGETS`, ``max_tool_calling_iterations`` to
+    ``kit.data.TURN_LIMITS``, ``rewards`` to each game's ``default_reward``. ``seed`` fixes the
+    task subset, the sampling and the bootstrap.
     """
     games = [game] if isinstance(game, str) else list(game)
-    _check(player, games, tokenizer, tasks, samples, seed)
-    greedy = samples == 1 if greedy is None else greedy
-    if greedy and samples > 1 and _is_model(player):
+    _check(player, games, tokenizer, tasks, num_generations, seed)
+    greedy = num_generations == 1 if greedy is None else greedy
+    if greedy and num_generations > 1 and _is_model(player):
         raise ValueError(
-            f"greedy decoding plays {samples} identical episodes per task: pass greedy=False"
+            f"greedy decoding plays {num_generations} identical episodes per task: pass greedy=False"
         )
     results = {}
     for g in games:
@@ -491,7 +493,7 @@ def evaluate(
                 tokenizer,
                 g,
                 rows,
-                samples=samples,
+                num_generations=num_generations,
                 greedy=greedy,
                 temperature=temperature,
                 seed=seed,
@@ -501,19 +503,19 @@ def evaluate(
                 progress=progress,
             )
         else:
-            trajectories = _play_policy(player, tokenizer, g, rows, samples, seed, cap)
-        results[g] = _summarise(g, len(rows), samples, trajectories, reward, cap, seed)
+            trajectories = _play_policy(player, tokenizer, g, rows, num_generations, seed, cap)
+        results[g] = _summarise(g, len(rows), num_generations, trajectories, reward, cap, seed)
     return Evaluation(
         name=name or _player_name(player),
         split=split if tasks is None else "given tasks",
         seed=seed,
-        samples=samples,
+        num_generations=num_generations,
         decoding=(
-            f"policy x{samples}"
+            f"policy x{num_generations}"
             if not _is_model(player)
             else "greedy"
             if greedy
-            else f"sampled x{samples}, T={temperature:g}"
+            else f"sampled x{num_generations}, T={temperature:g}"
         ),
         games=results,
     )
@@ -535,7 +537,7 @@ def _check(
     games: list[str],
     tokenizer: Any,
     tasks: Sequence[Mapping[str, Any]] | None,
-    samples: int,
+    num_generations: int,
     seed: int,
 ) -> None:
     if not games:
@@ -553,8 +555,12 @@ def _check(
         )
     if tasks is not None and (len(games) != 1 or not tasks):
         raise ValueError("tasks= needs exactly one game and at least one row")
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be an int >= 1, got {samples!r}")
+    if (
+        isinstance(num_generations, bool)
+        or not isinstance(num_generations, int)
+        or num_generations < 1
+    ):
+        raise ValueError(f"num_generations must be an int >= 1, got {num_generations!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
 
@@ -565,7 +571,7 @@ def _play_model(
     game: str,
     rows: list[dict[str, Any]],
     *,
-    samples: int,
+    num_generations: int,
     greedy: bool,
     temperature: float,
     seed: int,
@@ -582,10 +588,10 @@ def _play_model(
     try:
         return rollout(
             model,
-            tokenizer,
             ENVS[game],
+            tokenizer,
             rows,
-            num_generations=samples,
+            num_generations=num_generations,
             max_completion_length=budget,
             max_tool_calling_iterations=cap,
             greedy=greedy,
@@ -604,14 +610,14 @@ def _play_policy(
     tokenizer: Any,
     game: str,
     rows: list[dict[str, Any]],
-    samples: int,
+    num_generations: int,
     seed: int,
     cap: int,
 ) -> list[Trajectory]:
     env_cls = ENVS[game]
     trajectories = []
     for i, row in enumerate(rows):
-        for j in range(samples):
+        for j in range(num_generations):
             env = env_cls()
             before: list[str] = []  # the env's transcript when each turn is asked for
             policy = factory(env_cls, (seed * 1_000_003 + i) * 1_000 + j)
@@ -643,7 +649,7 @@ def _recording(
 def _summarise(
     game: str,
     tasks: int,
-    samples: int,
+    num_generations: int,
     trajectories: list[Trajectory],
     reward: Reward,
     cap: int,
@@ -670,7 +676,7 @@ def _summarise(
         wins += trajectory.won
         finished += env.done
         with_call += parsed > 0
-        group = index // samples
+        group = index // num_generations
         task_ids[group] = json.dumps(trajectory.task, sort_keys=True, default=str)
         per_task["win_rate"][group].append(float(trajectory.won))
         per_task["finished"][group].append(float(env.done))

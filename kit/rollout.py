@@ -29,7 +29,7 @@ Play 4 episodes (2 tasks x 2 generations) of Catch with the tiny offline model::
     from kit.rollout import rollout
 
     model, tokenizer = tiny_model()
-    episodes = rollout(model, tokenizer, CatchEnv, tasks=[{"ball_col": 0}, {"ball_col": 4}],
+    episodes = rollout(model, CatchEnv, tokenizer, tasks=[{"ball_col": 0}, {"ball_col": 4}],
                        num_generations=2, max_completion_length=64, seed=0)
     episodes[0].counts()            # tokens per source: prompt / model / env
     episodes[0].spans(tokenizer)    # the same provenance the loss uses
@@ -62,7 +62,7 @@ class TaskSampler:
     :func:`rollout`, which plays every row ``num_generations`` times::
 
         sampler = TaskSampler([{"secret": w} for w in words], seed=0)
-        episodes = rollout(model, tokenizer, WordleEnv, sampler.take(8), num_generations=4)
+        episodes = rollout(model, WordleEnv, tokenizer, sampler.take(8), num_generations=4)
     """
 
     def __init__(
@@ -134,8 +134,8 @@ class _Episode:
 
 def rollout(
     model: Any,
-    tokenizer: Any,
     env_cls: type | str,
+    tokenizer: Any,
     tasks: Sequence[dict[str, Any] | int],
     *,
     num_generations: int = 1,

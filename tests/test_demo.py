@@ -37,7 +37,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-ARGS = ("--sft-steps", "5", "--grpo-steps", "1", "--samples", "2", "--temperature", "0.5")
+ARGS = ("--sft-steps", "5", "--grpo-steps", "1", "--eval-generations", "2", "--temperature", "0.5")
 
 
 def _measure(model, tokenizer):
@@ -46,7 +46,7 @@ def _measure(model, tokenizer):
         model,
         "catch",
         tokenizer,
-        samples=2,
+        num_generations=2,
         greedy=False,
         temperature=0.5,
         seed=3,
@@ -66,7 +66,7 @@ def demo(tmp_path_factory):
 def test_the_demo_writes_every_output_and_says_where(demo):
     out, stdout, summary = demo
     command = (
-        "python -m kit.demo --game catch --sft-steps 5 --grpo-steps 1 --samples 2 "
+        "python -m kit.demo --game catch --sft-steps 5 --grpo-steps 1 --eval-generations 2 "
         f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
     )
     assert summary["command"] == command and summary["seed"] == 3
@@ -138,7 +138,7 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
     a_file.write_text("mine")
     for argv, message in (
         (["--sft-steps", "0"], "--sft-steps must be at least 1"),
-        (["--samples", "0"], "--samples must be at least 1"),
+        (["--eval-generations", "0"], "--eval-generations must be at least 1"),
         (["--threads", "0"], "--threads must be at least 1"),
         (["--temperature", "0"], "--temperature must be a positive number"),
         (["--game", "chess"], "invalid choice: 'chess'"),

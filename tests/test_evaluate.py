@@ -104,13 +104,13 @@ def test_the_solver_wins_every_eval_task(game):
 
 def test_players_rank_as_expected_and_samples_multiply_episodes():
     solver = evaluate(solver_policy(), "catch", name="solver")
-    noisy = evaluate(noisy_policy(0.5), "catch", samples=4, name="noisy")
-    floor = evaluate(random_policy(), "catch", samples=4, name="random")
+    noisy = evaluate(noisy_policy(0.5), "catch", num_generations=4, name="noisy")
+    floor = evaluate(random_policy(), "catch", num_generations=4, name="random")
     assert noisy["catch"].episodes == floor["catch"].episodes == 4 * CATCH_EVAL_TASKS
     assert noisy["catch"].tasks == CATCH_EVAL_TASKS
     rates = [e["catch"].win_rate.value for e in (solver, noisy, floor)]
     assert rates[0] > rates[1] > rates[2]
-    assert evaluate(noisy_policy(0.5), "catch", samples=4).games["catch"].win_rate == (
+    assert evaluate(noisy_policy(0.5), "catch", num_generations=4).games["catch"].win_rate == (
         noisy["catch"].win_rate
     )  # seeded
 
@@ -145,7 +145,7 @@ def test_the_solver_wins_in_as_many_moves_as_the_boards_take_and_never_calls_wro
     assert row.moves_per_win.value == sum(rows - 1 for rows in CATCH_EVAL_ROWS) / 2
     assert row.moves_per_win.n == CATCH_EVAL_TASKS
     assert row.invalid_calls.value == 0.0 and row.invalid_calls.n == CATCH_EVAL_TASKS
-    floor = evaluate(random_policy(), "catch", samples=4)["catch"]
+    floor = evaluate(random_policy(), "catch", num_generations=4)["catch"]
     won = [t for t in floor.trajectories if t.won]
     assert floor.moves_per_win.n == len(won) > 0  # over won episodes only
     assert floor.moves_per_win.value == pytest.approx(
@@ -155,8 +155,8 @@ def test_the_solver_wins_in_as_many_moves_as_the_boards_take_and_never_calls_wro
 
 # -- paired comparison -----------------------------------------------------------------------------
 def test_compare_separates_players_of_known_strength_and_not_a_player_from_itself():
-    floor = evaluate(random_policy(), "catch", samples=4, seed=2, name="random")
-    noisy = evaluate(noisy_policy(0.2), "catch", samples=4, seed=2, name="noisy")
+    floor = evaluate(random_policy(), "catch", num_generations=4, seed=2, name="random")
+    noisy = evaluate(noisy_policy(0.2), "catch", num_generations=4, seed=2, name="noisy")
     better = compare(floor, noisy, "catch", "win_rate")
     assert better.difference.value == pytest.approx(
         noisy["catch"].win_rate.value - floor["catch"].win_rate.value
@@ -166,15 +166,15 @@ def test_compare_separates_players_of_known_strength_and_not_a_player_from_itsel
     worse = compare(noisy, floor, "catch", "win_rate")
     assert worse.difference.value == pytest.approx(-better.difference.value)
     assert worse.difference.high < 0
-    again = evaluate(random_policy(), "catch", samples=8, seed=2, name="random again")
+    again = evaluate(random_policy(), "catch", num_generations=8, seed=2, name="random again")
     same = compare(floor, again, "catch", "win_rate")  # the same player, more episodes
     assert same.difference.low <= 0 <= same.difference.high and same.p_value > 0.05
     assert compare(floor, noisy, "catch", "win_rate") == better  # seeded
 
 
 def test_compare_refuses_unpaired_tasks_and_per_call_metrics():
-    first = evaluate(random_policy(), "catch", samples=2, seed=0)
-    other_tasks = evaluate(random_policy(), "catch", samples=2, seed=0, num_tasks=4)
+    first = evaluate(random_policy(), "catch", num_generations=2, seed=0)
+    other_tasks = evaluate(random_policy(), "catch", num_generations=2, seed=0, num_tasks=4)
     with pytest.raises(ValueError, match="different catch tasks"):
         compare(first, other_tasks, "catch")
     with pytest.raises(ValueError, match="metric must be one of"):
@@ -216,7 +216,7 @@ def test_the_random_tiny_model_plays_for_real_and_reproducibly(tiny):
     assert row.win_rate.value == 0.0
 
     sampled = evaluate(
-        model, "catch", tokenizer, num_tasks=2, samples=2, max_completion_length=24, seed=1
+        model, "catch", tokenizer, num_tasks=2, num_generations=2, max_completion_length=24, seed=1
     )
     assert sampled["catch"].episodes == 4 and sampled.decoding == "sampled x2, T=1"
     ids = [t.completion_ids for t in sampled.trajectories]
@@ -322,10 +322,10 @@ def test_bad_input_says_what_is_wrong(tiny):
         evaluate(solver_policy(), "chess")
     with pytest.raises(ValueError, match="needs its tokenizer"):
         evaluate(model, "catch")
-    with pytest.raises(ValueError, match="samples must be"):
-        evaluate(solver_policy(), "catch", samples=0)
+    with pytest.raises(ValueError, match="num_generations must be"):
+        evaluate(solver_policy(), "catch", num_generations=0)
     with pytest.raises(ValueError, match="identical episodes"):
-        evaluate(model, "catch", tokenizer, samples=2, greedy=True)
+        evaluate(model, "catch", tokenizer, num_generations=2, greedy=True)
     with pytest.raises(ValueError, match="player must be"):
         evaluate("solver", "catch")
     with pytest.raises(ValueError, match="exactly one game"):

@@ -234,7 +234,7 @@ def test_the_main_command_runs_with_only_the_train_extra(fresh, tmp_path):
         "2",
         "--grpo-steps",
         "1",
-        "--samples",
+        "--eval-generations",
         "1",
         "--max-completion-length",
         "64",

@@ -140,7 +140,7 @@ def test_full_run_parameters_are_the_kits_recipes(path, monkeypatch):
         if "GRPO_STEPS" in full:
             assert full["GRPO_STEPS"] == GRPO_STEPS
         if "SAMPLES" in full:
-            assert full["SAMPLES"] == 8  # python -m kit.demo --samples
+            assert full["SAMPLES"] == 8  # python -m kit.demo --eval-generations
     if "CHECKPOINTS" in full:
         assert full["CHECKPOINTS"] == "runs/notebooks"
         monkeypatch.setenv("KIT_CHECKPOINTS", "/elsewhere")

@@ -40,8 +40,8 @@ def test_rollout_matches_the_trainer(game):
     install_script(run.model, run.tokenizer, run.scripts)
     played = rollout(
         run.model,
-        run.tokenizer,
         ENVS[game],
+        run.tokenizer,
         run.rows,
         num_generations=2,
         max_completion_length=BUDGET,
@@ -87,7 +87,7 @@ def test_groups_share_their_task_and_each_episode_has_its_own_env():
     model, tokenizer = _script({"a": [turn(call("stay")), turn(text="Done.")]})
     rows = [{"prompt": _prompt("a"), "ball_col": 0}, 3]  # an int task is a seed
     played = rollout(
-        model, tokenizer, "catch", rows, num_generations=3, progress=False, batch_size=2
+        model, "catch", tokenizer, rows, num_generations=3, progress=False, batch_size=2
     )
     assert [e.task for e in played] == [{"ball_col": 0}] * 3 + [{"seed": 3}] * 3
     for episode in played[:3]:
@@ -104,15 +104,15 @@ def test_sampled_play_is_seeded_and_greedy_play_is_deterministic():
     model, tokenizer = tiny_model_unscripted()
     settings = dict(num_generations=2, max_completion_length=12, progress=False)
     before = torch.random.get_rng_state()
-    first = rollout(model, tokenizer, EchoEnv, [{}], seed=1, **settings)
+    first = rollout(model, EchoEnv, tokenizer, [{}], seed=1, **settings)
     assert torch.equal(torch.random.get_rng_state(), before)  # the caller's RNG is untouched
-    again = rollout(model, tokenizer, EchoEnv, [{}], seed=1, **settings)
-    other = rollout(model, tokenizer, EchoEnv, [{}], seed=2, **settings)
+    again = rollout(model, EchoEnv, tokenizer, [{}], seed=1, **settings)
+    other = rollout(model, EchoEnv, tokenizer, [{}], seed=2, **settings)
     ids = [e.completion_ids for e in first]
     assert ids == [e.completion_ids for e in again]
     assert ids != [e.completion_ids for e in other]
     assert ids[0] != ids[1]  # sampled: the two generations of a group differ
-    greedy = rollout(model, tokenizer, EchoEnv, [{}], greedy=True, seed=5, **settings)
+    greedy = rollout(model, EchoEnv, tokenizer, [{}], greedy=True, seed=5, **settings)
     assert greedy[0].completion_ids == greedy[1].completion_ids
     for episode in first + greedy:
         assert 1 <= len(episode.completion_ids) <= 12
@@ -130,8 +130,8 @@ def test_without_a_cap_the_budget_ends_the_episode():
     model, tokenizer = _script({"loop": [turn(call("echo", message="again"))] * 50})
     (episode,) = rollout(
         model,
-        tokenizer,
         EchoEnv,
+        tokenizer,
         [{"prompt": _prompt("loop")}],
         max_completion_length=200,
         max_tool_calling_iterations=None,
@@ -145,9 +145,9 @@ def test_without_a_cap_the_budget_ends_the_episode():
 def test_progress_bar_on_request(capsys):
     model, tokenizer = _script({"a": [turn(text="Done.")]})
     rows = [{"prompt": _prompt("a")}]
-    rollout(model, tokenizer, EchoEnv, rows, progress=False)
+    rollout(model, EchoEnv, tokenizer, rows, progress=False)
     assert "rollout echo" not in capsys.readouterr().err
-    rollout(model, tokenizer, EchoEnv, rows, num_generations=3, progress=True)
+    rollout(model, EchoEnv, tokenizer, rows, num_generations=3, progress=True)
     err = capsys.readouterr().err
     assert "rollout echo: 100%" in err and "3/3" in err
 
@@ -170,7 +170,15 @@ def test_rollout_rejects_bad_settings(kwargs, error):
     model, tokenizer = tiny()
     arguments = dict(env_cls=EchoEnv, tasks=[{}], progress=False) | kwargs
     with pytest.raises(ValueError, match=error):
-        rollout(model, tokenizer, **arguments)
+        rollout(model, tokenizer=tokenizer, **arguments)
+
+
+def test_rollout_takes_its_arguments_in_evaluates_order():
+    """``rollout(model, env, tokenizer, tasks)`` as ``evaluate(player, game, tokenizer)``; the
+    tokenizer where the env goes (the order before) is refused, not played."""
+    model, tokenizer = tiny()
+    with pytest.raises(ValueError, match="env_cls must be an env class"):
+        rollout(model, tokenizer, EchoEnv, [{}], progress=False)
 
 
 # -- TaskSampler ---------------------------------------------------------------------------------
@@ -215,7 +223,7 @@ def test_task_sampler_rejects_bad_input(args, error):
 def test_rollout_plays_sampled_tasks():
     model, tokenizer = _script({"a": [turn(call("echo", message="hi")), turn(text="ok")]})
     sampler = TaskSampler([{"prompt": _prompt("a"), "tag": k} for k in range(3)], seed=0)
-    played = rollout(model, tokenizer, EchoEnv, sampler.take(2), num_generations=2, progress=False)
+    played = rollout(model, EchoEnv, tokenizer, sampler.take(2), num_generations=2, progress=False)
     tags = [e.task["tag"] for e in played]
     assert tags[0] == tags[1] and tags[2] == tags[3] and tags[0] != tags[2]
     assert played[0].tool_calls == [ToolCall("echo", {"message": "hi"}, "hi", None, turn=1)]

@@ -274,8 +274,8 @@ def test_remote_envs_dropped_without_closing_free_their_sessions() -> None:
         model, tokenizer = tiny_model_unscripted()  # real generation, random weights
         episodes = rollout(
             model,
-            tokenizer,
             kit.remote.env("catch", url),
+            tokenizer,
             tasks=range(12),
             batch_size=4,
             max_completion_length=16,
