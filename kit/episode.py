@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.envs import env_tools
+from kit.trajectory import ToolCall, tool_calls
 
 Message = dict[str, Any]
 Policy = Callable[[list[Message]], Message]
@@ -135,18 +136,41 @@ def start(env: Any, row: Mapping[str, Any]) -> list[Message]:
 # -- episodes -----------------------------------------------------------------------------------
 @dataclass
 class Episode:
-    """One episode as TRL's reward functions see it: prompt, completion and the env afterwards."""
+    """One episode message by message, as TRL's reward functions see it: the env instance after
+    it, TRL's completion messages, and the prompt and row it began from. What a reward signal
+    reads (``kit.rewards``) and what :func:`run_episode` returns; ``kit.trajectory.Trajectory``
+    is an episode token by token.
 
-    prompt: list[Message]  # the row's prompt with the reset observation appended
-    completion: list[Message]  # assistant turns and tool results, TRL's ``completions`` entry
+    A reward needs only ``env``; with ``completion``, ``calls`` also has the calls that never
+    reached the env (an unknown tool name, a wrong argument name), exactly as TRL's
+    ``tools/failure_frequency`` counts them.
+    """
+
     env: Any  # the env instance after the episode: what ``environments=`` holds
+    completion: list[Message] | None = None  # assistant turns and tool results (``completions``)
+    prompt: list[Message] = field(default_factory=list)  # with the reset observation appended
     row: dict[str, Any] = field(default_factory=dict)
     # stopped at max_tool_calling_iterations while the policy still called tools
     truncated: bool = False
 
     @property
     def messages(self) -> list[Message]:
-        return self.prompt + self.completion
+        return self.prompt + list(self.completion or [])
+
+    @property
+    def game(self) -> Any:
+        """The env's game engine after the episode."""
+        return self.env.game
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        """Every tool call of the episode, in order: the env's own record, or, with the
+        completion, the calls TRL parsed and the results it appended
+        (``kit.trajectory.tool_calls``: ``arguments`` as the model wrote them, ``result`` None
+        where the call failed or got no result)."""
+        if self.completion is None:
+            return list(self.env.calls)
+        return tool_calls(self.completion)
 
 
 def run_episode(
@@ -186,4 +210,4 @@ def run_episode(
             break
         completion.extend(call_tool(env, call, tools) for call in calls)
         iterations += 1
-    return Episode(prompt, completion, env, dict(row), truncated)
+    return Episode(env, completion, prompt, dict(row), truncated)

@@ -84,7 +84,7 @@ class GameSpec:
     difficulty: str | None = None  # the default difficulty of drawn tasks; None: no such option
     ends: bool = True  # False: the game never ends (Echo): an SFT game stops at the turn limit
     reason: Callable[[list[Message], Move], str] = _no_reason  # the solver's stated reason
-    partial: Callable[[Any], float] | None = None  # kit.rewards.partial_credit of a Rollout
+    partial: Callable[[Any], float] | None = None  # kit.rewards.partial_credit of an Episode
     leaks: Callable[[Mapping[str, Any]], Iterable[str]] | None = None  # None: the default check
     words: Callable[[str], Collection[str]] | None = None  # a split's word pool (Wordle)
     sft: Mapping[str, Any] = field(

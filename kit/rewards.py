@@ -4,10 +4,11 @@ Why: GRPO learns only from differences inside a group, and the reference rewards
 win pays 1, nothing else pays until the game ends) or invite degenerate play (TextArena pays
 Wordle's partial credit on a game ended by invalid moves). This module has:
 
-* **Signals**: ``signal(rollout) -> float``, one per idea (``won``, ``guesses_left``,
+* **Signals**: ``signal(episode) -> float``, one per idea (``won``, ``guesses_left``,
   ``partial_credit``, ``failed_calls``, ``repeated_calls``, ``called_tool``, ``env_reward``).
   Each docstring says what it rewards, why, and which degenerate policy it guards against.
-  A ``Rollout`` is the env after the episode plus, when known, TRL's completion messages.
+  A ``kit.episode.Episode`` is the env after the episode plus, when known, TRL's completion
+  messages.
 * **``Reward``**: a weighted sum of named signals. It *is* a TRL reward function
   (``reward(completions=..., environments=..., **columns) -> list[float | None]``), logs each
   signal through TRL's ``log_metric``, and ``split()`` gives one function per signal with the
@@ -34,64 +35,37 @@ from typing import Any
 
 from kit import registry
 from kit.envs import ENVS
-from kit.trajectory import ToolCall, tool_calls
+from kit.episode import Episode
 
 Message = dict[str, Any]
 
 
-# -- what one episode left behind ---------------------------------------------------------------
-@dataclass
-class Rollout:
-    """One finished episode as a reward sees it: the env instance and TRL's completion messages.
-
-    ``completion`` is optional; with it, ``calls`` also counts what never reached the env (an
-    unknown tool name, a wrong argument name), exactly as TRL's ``tools/failure_frequency`` does.
-    """
-
-    env: Any
-    completion: Sequence[Message] | None = None
-
-    @property
-    def game(self) -> Any:
-        return self.env.game
-
-    @property
-    def calls(self) -> list[ToolCall]:
-        """Every tool call of the episode, in order: the env's own record, or, with the
-        completion, the calls TRL parsed and the results it appended
-        (``kit.trajectory.tool_calls``: ``arguments`` as the model wrote them, ``result`` None
-        where the call failed or got no result)."""
-        if self.completion is None:
-            return list(self.env.calls)
-        return tool_calls(self.completion)
+Signal = Callable[[Episode], float]
 
 
-Signal = Callable[[Rollout], float]
+def _game_name(episode: Episode) -> str:
+    return getattr(episode.env, "game_name", type(episode.env).__name__)
 
 
-def _game_name(rollout: Rollout) -> str:
-    return getattr(rollout.env, "game_name", type(rollout.env).__name__)
-
-
-def ended_on_invalid_move(rollout: Rollout) -> bool:
+def ended_on_invalid_move(episode: Episode) -> bool:
     """Whether invalid moves ended the game (the reference's one-warning rule): games that
     pay partial credit forfeit it then, so that ending a game on purpose pays nothing."""
-    env = rollout.env
+    env = episode.env
     calls = env.calls
     return bool(env.done and not env.won and calls and calls[-1].error is not None)
 
 
 # -- signals --------------------------------------------------------------------------------------
-def won(rollout: Rollout) -> float:
+def won(episode: Episode) -> float:
     """1.0 for a won game, else 0.0: the task itself.
 
     Alone it is sparse: a group in which nobody (or everybody) wins has zero spread and teaches
-    nothing; the other signals exist to separate such rollouts.
+    nothing; the other signals exist to separate such episodes.
     """
-    return 1.0 if rollout.env.won else 0.0
+    return 1.0 if episode.env.won else 0.0
 
 
-def guesses_left(rollout: Rollout) -> float:
+def guesses_left(episode: Episode) -> float:
     """Wordle: on a win, the share of spare guesses, ``(max - used) / (max - 1)``; else 0.0.
 
     Rewards winning sooner (1.0 for a first-guess win, 0.0 on the last guess). Paid only on a
@@ -99,11 +73,11 @@ def guesses_left(rollout: Rollout) -> float:
     to speed, which the reference's flat win reward cannot tell apart from a fast one.
     Other games take a fixed number of moves to win, so they have no such bonus.
     """
-    game = rollout.game
+    game = episode.game
     if not hasattr(game, "max_guesses"):
         raise ValueError(
             "guesses_left is a signal of games with a guess limit (Wordle's max_guesses): "
-            f"{_game_name(rollout)} wins in a fixed number of moves"
+            f"{_game_name(episode)} wins in a fixed number of moves"
         )
     if not game.won:
         return 0.0
@@ -111,7 +85,7 @@ def guesses_left(rollout: Rollout) -> float:
     return spare / (game.max_guesses - 1) if game.max_guesses > 1 else 1.0
 
 
-def partial_credit(rollout: Rollout) -> float:
+def partial_credit(episode: Episode) -> float:
     """Progress short of a win, in [0, 1], per game.
 
     * Wordle: the *best* ``(greens + 0.5 * yellows) / length`` of any accepted guess so far.
@@ -129,26 +103,26 @@ def partial_credit(rollout: Rollout) -> float:
     exactly that case, which teaches a policy to end a game on purpose to cash in its progress.
     Echo has nothing to make progress on and raises ``ValueError``.
     """
-    name = _game_name(rollout)
+    name = _game_name(episode)
     partial = registry.game(name).partial if name in registry.names() else None
     if partial is None:
         raise ValueError(
             f"no partial credit for game {name!r} (its GameSpec has no partial): use env_reward"
         )
-    return float(partial(rollout))
+    return float(partial(episode))
 
 
-def failed_calls(rollout: Rollout) -> float:
+def failed_calls(episode: Episode) -> float:
     """How many tool calls failed: malformed arguments, moves the game rejects, moves after the
     end, unknown tools (the last only when the completion is known). Use a negative weight.
 
     Guards against spraying cheap malformed calls, and against the reference's one-warning
     rule, under which one invalid move is free. Bounded by TRL's ``max_tool_calling_iterations``.
     """
-    return float(sum(call.error is not None for call in rollout.calls))
+    return float(sum(call.error is not None for call in episode.calls))
 
 
-def repeated_calls(rollout: Rollout) -> float:
+def repeated_calls(episode: Episode) -> float:
     """How many calls repeat an earlier call of the episode exactly (tool and arguments). Use a
     negative weight.
 
@@ -157,31 +131,31 @@ def repeated_calls(rollout: Rollout) -> float:
     """
     seen: set[str] = set()
     repeats = 0
-    for call in rollout.calls:
+    for call in episode.calls:
         key = json.dumps([call.tool, call.arguments], sort_keys=True, default=str)
         repeats += key in seen
         seen.add(key)
     return float(repeats)
 
 
-def called_tool(rollout: Rollout) -> float:
+def called_tool(episode: Episode) -> float:
     """1.0 if the model made at least one tool call (valid or not), else 0.0: format.
 
     A fresh small model never calls a tool, so every rollout scores the same and GRPO has no
     gradient; this separates "tried" from "did nothing". One junk call earns it, so keep its
     weight below what real progress pays and pair it with ``failed_calls``.
     """
-    return 1.0 if rollout.calls else 0.0
+    return 1.0 if episode.calls else 0.0
 
 
-def env_reward(rollout: Rollout) -> float:
+def env_reward(episode: Episode) -> float:
     """The reference's own reward (``env.reward``): Wordle 1 / last guess's partial credit,
     Sudoku 1 / fraction filled, Catch +1 / -1, each paid only when the game ends (0.0 for an
     unfinished episode); Echo ``len(message) * 0.1`` for the last message.
 
     Echo's grows with message length without bound: a policy can farm it with long messages.
     """
-    return float(rollout.env.reward)
+    return float(episode.env.reward)
 
 
 # -- composing them -------------------------------------------------------------------------------
@@ -246,19 +220,19 @@ class Reward:
         where = f", environment={self.environment!r}" if self.environment else ""
         return f"Reward({self.__name__!r}: {terms}{where})"
 
-    def signals(self, rollout: Rollout) -> dict[str, float]:
-        """Each term's weighted value for one rollout."""
-        if self.game is not None and _game_name(rollout) != self.game:
+    def signals(self, episode: Episode) -> dict[str, float]:
+        """Each term's weighted value for one episode."""
+        if self.game is not None and _game_name(episode) != self.game:
             raise ValueError(
                 f"reward {self.__name__!r} scores {self.game} envs, got "
-                f"{type(rollout.env).__name__}; "
+                f"{type(episode.env).__name__}; "
                 "route rewards with for_environment() when training on several environments"
             )
-        return {term.name: term.weight * float(term.signal(rollout)) for term in self.terms}
+        return {term.name: term.weight * float(term.signal(episode)) for term in self.terms}
 
     def score(self, env: Any, completion: Sequence[Message] | None = None) -> Score:
         """The total and the named signals for one finished env (and its completion, if known)."""
-        values = self.signals(Rollout(env, completion))
+        values = self.signals(Episode(env, completion))
         return Score(sum(values.values()), values, env)
 
     def __call__(
@@ -290,7 +264,7 @@ class Reward:
             completion = completions[i] if completions is not None else None
             if completion is not None and not isinstance(completion, list):
                 completion = None  # a plain-text completion carries no tool messages
-            values = self.signals(Rollout(env, completion))
+            values = self.signals(Episode(env, completion))
             sums.update(values)
             scored += 1
             rewards.append(sum(values.values()))

@@ -15,11 +15,10 @@ import pytest
 
 from kit.data import mixture_dataset, prompt
 from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv
-from kit.episode import assistant_message, call_tool
+from kit.episode import Episode, assistant_message, call_tool
 from kit.games.wordle import feedback
 from kit.rewards import (
     Reward,
-    Rollout,
     Term,
     called_tool,
     default_reward,
@@ -73,13 +72,13 @@ def test_won_and_guesses_left_reward_winning_sooner() -> None:
         [("guess", {"word": w}) for w in ("crane", "spell", "sheep")],
     )
     lost, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "crane"})])
-    assert [won(Rollout(e)) for e in (first, third, lost)] == [1.0, 1.0, 0.0]
-    assert guesses_left(Rollout(first)) == 1.0
-    assert guesses_left(Rollout(third)) == pytest.approx(3 / 5)
-    assert guesses_left(Rollout(lost)) == 0.0
+    assert [won(Episode(e)) for e in (first, third, lost)] == [1.0, 1.0, 0.0]
+    assert guesses_left(Episode(first)) == 1.0
+    assert guesses_left(Episode(third)) == pytest.approx(3 / 5)
+    assert guesses_left(Episode(lost)) == 0.0
     catch, _ = _play(CatchEnv, {"ball_col": 2}, [("stay", {})] * 9)
     with pytest.raises(ValueError, match="Wordle"):
-        guesses_left(Rollout(catch))
+        guesses_left(Episode(catch))
 
 
 def test_wordle_partial_credit_is_the_best_guess_not_the_last() -> None:
@@ -89,11 +88,11 @@ def test_wordle_partial_credit_is_the_best_guess_not_the_last() -> None:
     assert env.done and not env.won
     assert feedback("sheep", "fizzy") == "X X X X X"
     assert env.reward == 0.0  # the reference pays the last guess
-    assert partial_credit(Rollout(env)) == pytest.approx(0.8)  # sheet: four greens
+    assert partial_credit(Episode(env)) == pytest.approx(0.8)  # sheet: four greens
     # Paid before the end too, so there is no need to burn guesses to be scored.
     early, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "sheet"})])
     assert not early.done and early.reward == 0.0
-    assert partial_credit(Rollout(early)) == pytest.approx(0.8)
+    assert partial_credit(Episode(early)) == pytest.approx(0.8)
 
 
 def test_partial_credit_is_forfeited_when_invalid_moves_end_the_game() -> None:
@@ -105,32 +104,32 @@ def test_partial_credit_is_forfeited_when_invalid_moves_end_the_game() -> None:
     env, _ = _play(WordleEnv, {"secret": "sheep"}, calls)
     assert env.done and not env.won
     assert env.reward == pytest.approx(0.8)  # the reference pays exactly this case
-    assert partial_credit(Rollout(env)) == 0.0
+    assert partial_credit(Episode(env)) == 0.0
 
     task, right, wrong = _sudoku()
     some, _ = _play(SudokuEnv, task, right[:3])
     # The reference pays nothing before the end; the shaping pays the engine's progress.
-    assert not some.done and some.reward == 0.0 and env_reward(Rollout(some)) == 0.0
-    assert partial_credit(Rollout(some)) == some.game.progress == pytest.approx(3 / len(right))
+    assert not some.done and some.reward == 0.0 and env_reward(Episode(some)) == 0.0
+    assert partial_credit(Episode(some)) == some.game.progress == pytest.approx(3 / len(right))
     ended, _ = _play(SudokuEnv, task, right[:3] + wrong[3:5])
     assert ended.done and ended.reward == pytest.approx(3 / len(right))
-    assert partial_credit(Rollout(ended)) == 0.0
+    assert partial_credit(Episode(ended)) == 0.0
     solved, _ = _play(SudokuEnv, task, right)
-    assert solved.won and partial_credit(Rollout(solved)) == 1.0
+    assert solved.won and partial_credit(Episode(solved)) == 1.0
 
 
 def test_catch_partial_credit_counts_only_once_the_ball_lands() -> None:
     half, _ = _play(CatchEnv, {"ball_col": 0}, [("move", {"direction": "LEFT"})] * 2)
-    assert partial_credit(Rollout(half)) == 0.0
+    assert partial_credit(Episode(half)) == 0.0
     caught, _ = _play(CatchEnv, {"ball_col": 0}, [("move", {"direction": "LEFT"})] * 9)
-    assert caught.won and partial_credit(Rollout(caught)) == 1.0
+    assert caught.won and partial_credit(Episode(caught)) == 1.0
     missed, _ = _play(CatchEnv, {"ball_col": 0}, [("move", {"direction": "RIGHT"})] * 9)
-    assert partial_credit(Rollout(missed)) == 0.0  # paddle at 4, ball at 0
+    assert partial_credit(Episode(missed)) == 0.0  # paddle at 4, ball at 0
     near, _ = _play(CatchEnv, {"ball_col": 0}, [("stay", {})] * 9)
-    assert partial_credit(Rollout(near)) == pytest.approx(0.5)
+    assert partial_credit(Episode(near)) == pytest.approx(0.5)
     echo, _ = _play(EchoEnv, {}, [("echo", {"message": "hi"})])
     with pytest.raises(ValueError, match="echo"):
-        partial_credit(Rollout(echo))
+        partial_credit(Episode(echo))
 
 
 def test_failed_repeated_and_format_signals() -> None:
@@ -143,15 +142,15 @@ def test_failed_repeated_and_format_signals() -> None:
     ]
     env, completion = _play(WordleEnv, {"secret": "sheep"}, calls)
     assert completion[5]["content"] == "{'error': 'Tool fly not found.'}"
-    with_messages = Rollout(env, completion)
+    with_messages = Episode(env, completion)
     assert failed_calls(with_messages) == 3.0
-    assert failed_calls(Rollout(env)) == 1.0  # the env saw only the rejected guess
+    assert failed_calls(Episode(env)) == 1.0  # the env saw only the rejected guess
     assert repeated_calls(with_messages) == 1.0
     assert called_tool(with_messages) == 1.0
     idle, none = _play(WordleEnv, {"secret": "sheep"}, [])
-    assert called_tool(Rollout(idle, none)) == 0.0 and failed_calls(Rollout(idle, none)) == 0.0
+    assert called_tool(Episode(idle, none)) == 0.0 and failed_calls(Episode(idle, none)) == 0.0
     echo, _ = _play(EchoEnv, {}, [("echo", {"message": "hello"})])
-    assert env_reward(Rollout(echo)) == 5 * 0.1
+    assert env_reward(Episode(echo)) == 5 * 0.1
 
 
 def test_rollout_calls_from_the_messages_agree_with_the_envs_own_record() -> None:
@@ -165,8 +164,8 @@ def test_rollout_calls_from_the_messages_agree_with_the_envs_own_record() -> Non
         ("guess", {"word": "sheep"}),
     ]
     env, completion = _play(WordleEnv, {"secret": "sheep"}, calls)
-    from_messages = Rollout(env, completion).calls
-    assert Rollout(env).calls == env.calls and len(env.calls) == 3
+    from_messages = Episode(env, completion).calls
+    assert Episode(env).calls == env.calls and len(env.calls) == 3
     assert [from_messages[i].turn for i in range(4)] == [1, 2, 3, 4]
     assert [replace(from_messages[i], turn=None) for i in (0, 2, 3)] == env.calls
     assert from_messages[1].tool == "fly" and from_messages[1].result is None

@@ -13,9 +13,10 @@ from typing import Any
 
 from kit.data import ending, listing, load_split, task_of
 from kit.envs import CatchEnv
+from kit.episode import Episode
 from kit.games.catch import Catch
 from kit.registry import GameSpec, Message, Move, MoveContext, register
-from kit.rewards import Rollout, called_tool, failed_calls, partial_credit, won
+from kit.rewards import called_tool, failed_calls, partial_credit, won
 from kit.solvers.catch import CatchSolver, last_board
 from kit.solvers.policies import latest
 
@@ -89,9 +90,9 @@ def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
                 yield f"messages[{i}] draws a board of an eval height, {height} rows"
 
 
-def _partial(rollout: Rollout) -> float:
+def _partial(episode: Episode) -> float:
     """Once the ball has landed, ``1 - |paddle - ball| / (columns - 1)``; 0.0 before."""
-    game = rollout.game
+    game = episode.game
     if not game.done:
         return 0.0
     return 1.0 - abs(game.paddle_col - game.ball_col) / max(game.columns - 1, 1)

@@ -13,10 +13,10 @@ from typing import Any
 
 from kit.data import ending, load_split, task_of
 from kit.envs import SudokuEnv
+from kit.episode import Episode
 from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import (
-    Rollout,
     called_tool,
     ended_on_invalid_move,
     failed_calls,
@@ -115,11 +115,11 @@ def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
                 yield f"messages[{i}] shows the eval puzzle {shown}"
 
 
-def _partial(rollout: Rollout) -> float:
+def _partial(episode: Episode) -> float:
     """The share of the originally empty cells filled correctly so far; forfeited when invalid
     moves ended the game."""
-    game = rollout.game
-    if ended_on_invalid_move(rollout) or not game.empty_cells:
+    game = episode.game
+    if ended_on_invalid_move(episode) or not game.empty_cells:
         return 0.0
     return game.correct_cells / game.empty_cells
 

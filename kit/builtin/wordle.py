@@ -14,10 +14,10 @@ from typing import Any
 
 from kit.data import SPLIT_SEED, check_split, ending, load_split, row_strings
 from kit.envs import WordleEnv
+from kit.episode import Episode
 from kit.games.wordle import Wordle, dictionary, secrets
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import (
-    Rollout,
     called_tool,
     ended_on_invalid_move,
     failed_calls,
@@ -135,10 +135,10 @@ def _card_notes(rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     )
 
 
-def _partial(rollout: Rollout) -> float:
+def _partial(episode: Episode) -> float:
     """The best ``(greens + 0.5 * yellows) / length`` of any accepted guess; forfeited when
     invalid moves ended the game."""
-    return 0.0 if ended_on_invalid_move(rollout) else float(rollout.game.best_partial)
+    return 0.0 if ended_on_invalid_move(episode) else float(episode.game.best_partial)
 
 
 SPEC = register(
