@@ -51,7 +51,7 @@ from typing import Any
 from kit import registry
 from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
-from kit.episode import Message, replay, run_episode
+from kit.episode import Message, replay, run_episode, start
 from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.solvers.policies import PolicyFactory
@@ -729,5 +729,5 @@ def _replay(
     unrun); calls whose results the length budget dropped did run.
     """
     env = ENVS[game]()
-    env.reset(**{key: value for key, value in task.items() if key != "environment"})
+    start(env, task)
     return env, replay(env, _turns(messages), cap)
