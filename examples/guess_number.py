@@ -22,7 +22,7 @@ import random
 import re
 
 from kit.data import ending
-from kit.envs import GameEnv
+from kit.envs import GameEnv, as_int
 from kit.games import Step
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import called_tool, failed_calls, guesses_left, won
@@ -102,10 +102,10 @@ class GuessEnv(GameEnv):
         Args:
             number: A whole number from 1 to 100.
         """
-        # JSON gives ints, floats, strings...: only an int of sane size goes to the game.
-        whole = isinstance(number, int) and not isinstance(number, bool) and abs(number) < 10**9
-        problem = None if whole else "number must be a whole number from 1 to 100, like 50."
-        return self._play("guess", {"number": number}, str(number) if whole else None, problem)
+        # JSON gives ints, floats, strings, lists...: the kit's check passes on whole numbers
+        # only (50, 50.0, "50"), and its error says what came instead.
+        value, problem = as_int("number", number)
+        return self._play("guess", {"number": number}, None if problem else str(value), problem)
 
 
 def _bounds(text: str, low: int, high: int) -> tuple[int, int]:

@@ -20,10 +20,15 @@ transformers builds from the type hints and the Google-style ``Args:`` docstring
   legal in JSON) is refused, since TRL's tokenisation of such a tool result fails outside its
   tool-error handling and ends the training step (``tests/test_tool_fuzz.py``).
 
-Variants are subclasses: ``class LongWordleEnv(WordleEnv): options = {"word_length": 7}``.
-A game of your own subclasses ``GameEnv`` (``game_name``, ``task_keys``, and its tools, each of
-which checks its arguments and hands the move to ``_play``) and is registered with its engine in
-``kit.registry`` (see ``examples/guess_number.py``).
+This module holds what every tool env shares: ``GameEnv``, the argument checks a tool runs on
+whatever a model sent (``as_int``, ``as_text``, ``shown``), ``env_tools`` and ``ENVS``. Each
+game's env class lives in its game's module, beside its prompt, tasks and reward
+(``kit.builtin.catch.CatchEnv``, ...), and is importable from here too
+(``from kit.envs import CatchEnv``). Variants are subclasses:
+``class LongWordleEnv(WordleEnv): options = {"word_length": 7}``. A game of your own subclasses
+``GameEnv`` (``game_name``, ``task_keys``, and its tools, each of which checks its arguments and
+hands the move to ``_play``) and is registered with its engine in ``kit.registry`` (see
+``examples/guess_number.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from typing import Any, ClassVar
 
 from kit import registry
 from kit.games import Game, Step, make
-from kit.games.echo import EMPTY_MESSAGE
 from kit.trajectory import ToolCall
 
 # TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
@@ -194,6 +198,7 @@ class GameEnv:
         return "\n".join(_clipped(line, _LONGEST_LINE) for line in problem.splitlines())
 
 
+# -- argument checks every tool can use: a model sends any JSON value as any argument ---------
 # How much of a model's input an error message shows: enough to recognise it, never all of it.
 _SHOWN = 40
 _LONGEST_LINE = 200
@@ -218,7 +223,7 @@ def _surrogate(text: str) -> str | None:
     return None
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A short description of a tool argument for an error message, whatever the model sent:
     never the whole of a long string, never a lone surrogate, never ``str()`` of a structure
     (a list nested 5,000 deep raises ``RecursionError``) or of a 5,000-digit number."""
@@ -256,8 +261,10 @@ def _digits(value: int) -> int:
     return math.floor(math.log10(abs(value))) + 1
 
 
-def _as_int(name: str, value: Any) -> tuple[int | None, str | None]:
-    """Models send numbers as ints, floats or strings; accept exact integers of any spelling
+def as_int(name: str, value: Any) -> tuple[int | None, str | None]:
+    """``(the whole number, None)``, or ``(None, why not)`` for the tool argument ``name``.
+
+    Models send numbers as ints, floats or strings; accept exact integers of any spelling
     (decimal digits of any script, as ``int()`` reads them) up to 18 digits."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
@@ -269,11 +276,12 @@ def _as_int(name: str, value: Any) -> tuple[int | None, str | None]:
     elif isinstance(value, int) and not isinstance(value, bool):
         if _digits(value) <= _MOST_DIGITS:
             return value, None
-    return None, f"{name} must be a whole number like 3, not {_shown(value)}."
+    return None, f"{name} must be a whole number like 3, not {shown(value)}."
 
 
-def _as_text(name: str, value: Any) -> str | None:
-    """Why ``value`` is no text argument, or None if it is one."""
+def as_text(name: str, value: Any) -> str | None:
+    """Why ``value`` is no text argument ``name`` (not a string, or a lone surrogate in it, which
+    no tokenizer encodes), or None if it is one."""
     if not isinstance(value, str):
         return f"{name} must be a string, not {_json_kind(value)}."
     surrogate = _surrogate(value)
@@ -285,135 +293,20 @@ def _as_text(name: str, value: Any) -> str | None:
     return None
 
 
-class WordleEnv(GameEnv):
-    """Wordle (TextArena ``Wordle-v0``): guess the secret five-letter word in six tries.
-
-    Task columns: ``secret`` (a word) or ``seed`` (picks a secret). Reward: 1 for a win, else
-    partial credit of the last guess as TextArena pays it (see ``kit.games.wordle``).
-    """
-
-    game_name = "wordle"
-    task_keys = ("secret", "seed")
-
-    def guess(self, word: str) -> str:
-        """Guess the secret word. The reply scores each letter: G = right letter, right place;
-        Y = in the word, elsewhere; X = not in the word.
-
-        Args:
-            word: A five-letter English word, for example "crane".
-        """
-        problem = _as_text("word", word)
-        # TextArena reads a guess as `[word]`; a model that already wrote the brackets is forgiven.
-        guess = None if problem else word.strip().strip("[]")
-        action = None if guess is None else f"[{guess}]"
-        hint = None
-        if guess is not None and not (guess.isascii() and guess.isalpha()):
-            # TextArena would say "use squared brackets", which the tool already adds.
-            hint = (
-                f"A guess is one word of letters only, like crane (the tool adds the square "
-                f"brackets); got {_shown(word)}."
-            )
-        return self._play("guess", {"word": word}, action, problem, hint)
-
-
-class CatchEnv(GameEnv):
-    """Catch (OpenSpiel ``catch``): a ball falls one row per move; end under it with the paddle.
-
-    Task columns: ``ball_col`` or ``seed``, and optionally the board's ``rows`` and ``columns``
-    (default 10 x 5). Reward: +1 caught, -1 missed, at the last move (the ninth on 10 rows).
-    """
-
-    game_name = "catch"
-    task_keys = ("ball_col", "seed")
-    setting_keys = ("rows", "columns")
-
-    def move(self, direction: str) -> str:
-        """Move the paddle one column; the ball falls one row.
-
-        Args:
-            direction: Which way to move the paddle. (choices: ["LEFT", "RIGHT"])
-        """
-        problem = _as_text("direction", direction)
-        if problem is None and direction.strip().upper() not in ("LEFT", "RIGHT"):
-            problem = (
-                f"direction must be LEFT or RIGHT, not {_shown(direction)}; call stay() to keep "
-                "the paddle where it is."
-            )
-        action = None if problem else direction.strip().upper()
-        return self._play("move", {"direction": direction}, action, problem)
-
-    def stay(self) -> str:
-        """Keep the paddle where it is; the ball falls one row."""
-        return self._play("stay", {}, "STAY", None)
-
-
-class SudokuEnv(GameEnv):
-    """Sudoku (TextArena ``Sudoku-v0``): fill the 9x9 grid so every row, column and box holds 1-9.
-
-    Task columns: ``puzzle`` (81 characters, ``.`` for empty) or ``seed`` with ``difficulty``.
-    Reward: 1 when solved; if two invalid moves in a row end the game, the fraction of the
-    originally empty cells filled correctly; 0.0 before the end (the fraction so far is
-    ``game.progress``).
-    """
-
-    game_name = "sudoku"
-    task_keys = ("puzzle", "seed")
-    setting_keys = ("difficulty",)
-
-    def place(self, row: int, col: int, number: int) -> str:
-        """Write a number into an empty cell.
-
-        Args:
-            row: Row of the cell, 1 (top) to 9 (bottom).
-            col: Column of the cell, 1 (left) to 9 (right).
-            number: The digit to place, 1 to 9.
-        """
-        arguments = {"row": row, "col": col, "number": number}
-        values, problem = [], None
-        for name, value in arguments.items():
-            number_value, problem = _as_int(name, value)
-            if problem:
-                break
-            values.append(number_value)
-        action = None if problem else "[{} {} {}]".format(*values)
-        hint = None
-        if action is not None and not all(1 <= value <= 9 for value in values):
-            # The move still goes to the game, whose rules count it; but for a negative number
-            # TextArena's own text says only "Invalid move format".
-            hint = (
-                "row, col and number must each be a whole number from 1 to 9; got "
-                + ", ".join(f"{k}={v}" for k, v in zip(arguments, values, strict=True))
-                + "."
-            )
-        return self._play("place", arguments, action, problem, hint)
-
-
-class EchoEnv(GameEnv):
-    """Echo (OpenEnv's echo env, TRL's first example): every message comes back.
-
-    No task columns. Reward of a message: ``len(message) * 0.1``. Never done. An empty message
-    is refused (a failed call), as the reference refuses it.
-    """
-
-    game_name = "echo"
-    task_keys = ()
-    task_required = False
-
-    def echo(self, message: str) -> str:
-        """Send a message; the environment echoes it back.
-
-        Args:
-            message: The text to send.
-        """
-        problem = _as_text("message", message)
-        if problem is None and not message:
-            problem = EMPTY_MESSAGE  # the engine's own refusal, raised before it is reached
-        return self._play("echo", {"message": message}, None if problem else message, problem)
-
-
 # The tool env of every game, by name (each game's GameSpec.env): games registered later are in
 # it too. A dict, as TRL wants a multi-environment environment_factory.
 ENVS = registry.View("env")
+
+
+def __getattr__(name: str) -> Any:
+    # The built-in games' env classes live in their game's module (kit.builtin.<game>), beside
+    # the rest of what the kit knows about the game; importable from here, as TRL's examples
+    # import an env class.
+    if name.endswith("Env") and not name.startswith("_"):
+        for env_cls in ENVS.values():
+            if env_cls.__name__ == name:
+                return env_cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def env_name(env_cls: type) -> str:

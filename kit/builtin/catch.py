@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kit.data import ending, listing, load_split, task_of
-from kit.envs import CatchEnv
+from kit.envs import GameEnv, as_text, shown
 from kit.episode import Episode
 from kit.games.catch import Catch
 from kit.registry import GameSpec, Message, Move, MoveContext, register
@@ -96,6 +96,37 @@ def _partial(episode: Episode) -> float:
     if not game.done:
         return 0.0
     return 1.0 - abs(game.paddle_col - game.ball_col) / max(game.columns - 1, 1)
+
+
+class CatchEnv(GameEnv):
+    """Catch (OpenSpiel ``catch``): a ball falls one row per move; end under it with the paddle.
+
+    Task columns: ``ball_col`` or ``seed``, and optionally the board's ``rows`` and ``columns``
+    (default 10 x 5). Reward: +1 caught, -1 missed, at the last move (the ninth on 10 rows).
+    """
+
+    game_name = "catch"
+    task_keys = ("ball_col", "seed")
+    setting_keys = ("rows", "columns")
+
+    def move(self, direction: str) -> str:
+        """Move the paddle one column; the ball falls one row.
+
+        Args:
+            direction: Which way to move the paddle. (choices: ["LEFT", "RIGHT"])
+        """
+        problem = as_text("direction", direction)
+        if problem is None and direction.strip().upper() not in ("LEFT", "RIGHT"):
+            problem = (
+                f"direction must be LEFT or RIGHT, not {shown(direction)}; call stay() to keep "
+                "the paddle where it is."
+            )
+        action = None if problem else direction.strip().upper()
+        return self._play("move", {"direction": direction}, action, problem)
+
+    def stay(self) -> str:
+        """Keep the paddle where it is; the ball falls one row."""
+        return self._play("stay", {}, "STAY", None)
 
 
 SPEC = register(

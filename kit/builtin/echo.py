@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kit.data import task_of
-from kit.envs import EchoEnv
-from kit.games.echo import Echo
+from kit.envs import GameEnv, as_text
+from kit.games.echo import EMPTY_MESSAGE, Echo
 from kit.registry import GameSpec, Move, MoveContext, register
 from kit.rewards import called_tool, env_reward, repeated_calls
 from kit.solvers.echo import EchoSolver
@@ -31,6 +31,29 @@ def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
     task = task_of(row)
     if task:
         yield f"echo has no task, yet the row carries {task}"
+
+
+class EchoEnv(GameEnv):
+    """Echo (OpenEnv's echo env, TRL's first example): every message comes back.
+
+    No task columns. Reward of a message: ``len(message) * 0.1``. Never done. An empty message
+    is refused (a failed call), as the reference refuses it.
+    """
+
+    game_name = "echo"
+    task_keys = ()
+    task_required = False
+
+    def echo(self, message: str) -> str:
+        """Send a message; the environment echoes it back.
+
+        Args:
+            message: The text to send.
+        """
+        problem = as_text("message", message)
+        if problem is None and not message:
+            problem = EMPTY_MESSAGE  # the engine's own refusal, raised before it is reached
+        return self._play("echo", {"message": message}, None if problem else message, problem)
 
 
 SPEC = register(

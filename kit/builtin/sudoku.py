@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kit.data import ending, load_split, task_of
-from kit.envs import SudokuEnv
+from kit.envs import GameEnv, as_int
 from kit.episode import Episode
 from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
 from kit.registry import GameSpec, Message, Move, MoveContext, register
@@ -122,6 +122,47 @@ def _partial(episode: Episode) -> float:
     if ended_on_invalid_move(episode) or not game.empty_cells:
         return 0.0
     return game.correct_cells / game.empty_cells
+
+
+class SudokuEnv(GameEnv):
+    """Sudoku (TextArena ``Sudoku-v0``): fill the 9x9 grid so every row, column and box holds 1-9.
+
+    Task columns: ``puzzle`` (81 characters, ``.`` for empty) or ``seed`` with ``difficulty``.
+    Reward: 1 when solved; if two invalid moves in a row end the game, the fraction of the
+    originally empty cells filled correctly; 0.0 before the end (the fraction so far is
+    ``game.progress``).
+    """
+
+    game_name = "sudoku"
+    task_keys = ("puzzle", "seed")
+    setting_keys = ("difficulty",)
+
+    def place(self, row: int, col: int, number: int) -> str:
+        """Write a number into an empty cell.
+
+        Args:
+            row: Row of the cell, 1 (top) to 9 (bottom).
+            col: Column of the cell, 1 (left) to 9 (right).
+            number: The digit to place, 1 to 9.
+        """
+        arguments = {"row": row, "col": col, "number": number}
+        values, problem = [], None
+        for name, value in arguments.items():
+            number_value, problem = as_int(name, value)
+            if problem:
+                break
+            values.append(number_value)
+        action = None if problem else "[{} {} {}]".format(*values)
+        hint = None
+        if action is not None and not all(1 <= value <= 9 for value in values):
+            # The move still goes to the game, whose rules count it; but for a negative number
+            # TextArena's own text says only "Invalid move format".
+            hint = (
+                "row, col and number must each be a whole number from 1 to 9; got "
+                + ", ".join(f"{k}={v}" for k, v in zip(arguments, values, strict=True))
+                + "."
+            )
+        return self._play("place", arguments, action, problem, hint)
 
 
 SPEC = register(

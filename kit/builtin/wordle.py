@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 from kit.data import SPLIT_SEED, check_split, ending, load_split, row_strings
-from kit.envs import WordleEnv
+from kit.envs import GameEnv, as_text, shown
 from kit.episode import Episode
 from kit.games.wordle import Wordle, dictionary, secrets
 from kit.registry import GameSpec, Message, Move, MoveContext, register
@@ -139,6 +139,37 @@ def _partial(episode: Episode) -> float:
     """The best ``(greens + 0.5 * yellows) / length`` of any accepted guess; forfeited when
     invalid moves ended the game."""
     return 0.0 if ended_on_invalid_move(episode) else float(episode.game.best_partial)
+
+
+class WordleEnv(GameEnv):
+    """Wordle (TextArena ``Wordle-v0``): guess the secret five-letter word in six tries.
+
+    Task columns: ``secret`` (a word) or ``seed`` (picks a secret). Reward: 1 for a win, else
+    partial credit of the last guess as TextArena pays it (see ``kit.games.wordle``).
+    """
+
+    game_name = "wordle"
+    task_keys = ("secret", "seed")
+
+    def guess(self, word: str) -> str:
+        """Guess the secret word. The reply scores each letter: G = right letter, right place;
+        Y = in the word, elsewhere; X = not in the word.
+
+        Args:
+            word: A five-letter English word, for example "crane".
+        """
+        problem = as_text("word", word)
+        # TextArena reads a guess as `[word]`; a model that already wrote the brackets is forgiven.
+        guess = None if problem else word.strip().strip("[]")
+        action = None if guess is None else f"[{guess}]"
+        hint = None
+        if guess is not None and not (guess.isascii() and guess.isalpha()):
+            # TextArena would say "use squared brackets", which the tool already adds.
+            hint = (
+                f"A guess is one word of letters only, like crane (the tool adds the square "
+                f"brackets); got {shown(word)}."
+            )
+        return self._play("guess", {"word": word}, action, problem, hint)
 
 
 SPEC = register(
