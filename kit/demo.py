@@ -1,8 +1,9 @@
 """The CPU runbook: does training work? Base -> SFT -> GRPO, measured on held-out tasks.
 
-    python -m kit.demo                                  # Catch, seed 0, about 13 minutes
-    python -m kit.demo --game wordle --sft-steps 400    # any game, more warm-up
-    python -m kit.demo --where ball_col=0 --eval-generations 32  # the control: no need to read the board
+    python -m kit.demo                                   # Catch, seed 0, about 13 minutes
+    python -m kit.demo --game wordle --sft-steps 400     # any game, more warm-up
+    python -m kit.demo --sft-control 500                 # would more SFT have done as well?
+    python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
@@ -18,12 +19,17 @@ every tool-calling recipe uses and measures the model after each, on tasks no ph
 5. evaluate again, and compare GRPO with its own SFT starting point, paired over the same
    tasks (``kit.evaluate.compare``: difference, 95% interval, p-value).
 
-Every evaluation samples ``--eval-generations`` episodes per task at ``--temperature``, the temperature
-GRPO samples at: a sampled policy is what GRPO trains, and several episodes per task are what
+Every evaluation samples ``--eval-generations`` episodes per task at ``--temperature``, the
+temperature GRPO samples at: a sampled policy is what GRPO trains, and several episodes per task are what
 separates two models on ten tasks. The run writes the two checkpoints (``sft-model/``,
 ``grpo-model/``; ``kit.models.load`` reads them), the last captured batch token by token
 (``trajectory.html``) and ``summary.json`` with every figure, into a new folder, and ends with
 the command that reproduces it.
+
+``--sft-control STEPS`` adds the baseline a sceptical reader asks for first: the SFT checkpoint
+trained ``STEPS`` more steps with the same recipe instead of GRPO (a fresh learning-rate
+schedule), evaluated the same way and compared, paired, with the SFT start and with GRPO. Its
+checkpoint is ``sft-control-model/``.
 
 ``--where KEY=VALUE`` narrows GRPO's tasks and every evaluation's to those whose reset column
 ``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
@@ -77,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # split differently); one thread by default, so that the README's tables repeat anywhere.
     torch.set_num_threads(args.threads)
 
-    from kit.models import save, tiny_model
+    from kit.models import load, save, tiny_model
     from kit.train import grpo, warm_up
 
     game, seed, out = args.game, args.seed, args.out
@@ -90,10 +96,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     model, tokenizer = tiny_model(seed=seed)
     seconds: dict[str, float] = {}
 
-    def measure(name: str) -> Evaluation:
+    def measure(name: str, player: Any = None) -> Evaluation:
         clock = time.perf_counter()
         result = evaluate(
-            model,
+            model if player is None else player,
             game,
             tokenizer,
             tasks=tasks,
@@ -158,6 +164,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("5. evaluate the GRPO model", flush=True)
     after = measure("SFT + GRPO")
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
+    evaluations = [base, sft, after]
+    control: dict[str, Any] | None = None
+    control_comparisons: list[tuple[str, Comparison]] = []
+    if args.sft_control:
+        print(f"6. control: {args.sft_control} more SFT steps from {out / 'sft-model'}", flush=True)
+        clock = time.perf_counter()
+        more, _ = load(out / "sft-model")
+        control_losses = warm_up(more, tokenizer, game, args.sft_control, seed, out / "sft-control")
+        seconds["SFT control"] = time.perf_counter() - clock
+        save(more, tokenizer, out / "sft-control-model")
+        print(f"   {seconds['SFT control']:.0f} s; checkpoint {out / 'sft-control-model'}\n")
+        longer = measure("SFT + more SFT", more)
+        evaluations.append(longer)
+        control_comparisons = [
+            ("more SFT against SFT", compare(sft, longer, game, "win_rate", seed)),
+            ("GRPO against more SFT", compare(longer, after, game, "win_rate", seed)),
+        ]
+        control = {
+            "steps": args.sft_control,
+            "losses": control_losses,
+            **{
+                key: _comparison_record(comparison)
+                for key, (_, comparison) in zip(
+                    ("more_sft_vs_sft", "grpo_vs_more_sft"), control_comparisons, strict=True
+                )
+            },
+        }
 
     from kit.viz import save_html
 
@@ -173,8 +206,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "max_completion_length": args.max_completion_length,
         "eval_generations": args.eval_generations,
         "temperature": args.temperature,
-        "evaluation": base.records() + sft.records() + after.records(),
+        "evaluation": [record for e in evaluations for record in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
+        "sft_control": control,
         "sft": {"steps": args.sft_steps, "losses": losses, **SFT},
         "grpo": {
             "steps": args.grpo_steps,
@@ -188,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "checkpoints": {"sft": str(out / "sft-model"), "grpo": str(out / "grpo-model")},
     }
     (out / "summary.json").write_text(json.dumps(_finite(summary), indent=1) + "\n")
-    _report(summary, [base, sft, after], comparisons)
+    _report(summary, evaluations, comparisons, control_comparisons)
     return summary
 
 
@@ -216,6 +250,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=GRPO["temperature"],
         help="sampling temperature of GRPO and of every evaluation",
+    )
+    parser.add_argument(
+        "--sft-control",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="also train the SFT checkpoint STEPS more SFT steps instead of GRPO, and compare",
     )
     parser.add_argument("--seed", type=int, default=0, help="model init, training and sampling")
     parser.add_argument(
@@ -257,6 +298,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.sft_control < 0:
+        parser.error("--sft-control must be 0 (no control) or more")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
         parser.error("--temperature must be a positive number")
     args.max_completion_length = args.max_completion_length or BUDGETS[args.game]
@@ -270,6 +313,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         f"--temperature {args.temperature:g} --max-completion-length "
         f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
         + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())
+        + (f" --sft-control {args.sft_control}" if args.sft_control else "")
     )
     return args
 
@@ -312,7 +356,10 @@ def _comparison_record(comparison: Comparison) -> dict[str, Any]:
 
 
 def _report(
-    summary: dict[str, Any], evaluations: list[Evaluation], comparisons: list[Comparison]
+    summary: dict[str, Any],
+    evaluations: list[Evaluation],
+    comparisons: list[Comparison],
+    controls: Sequence[tuple[str, Comparison]] = (),
 ) -> None:
     sft, grpo_run, seconds = summary["sft"], summary["grpo"], summary["seconds"]
     print("=" * 100)
@@ -321,6 +368,10 @@ def _report(
     print("\nGRPO against its SFT starting point, on the same held-out tasks:")
     for comparison in comparisons:
         print(f"  {comparison}")
+    if controls:
+        print(f"\nThe control, {summary['sft_control']['steps']} more SFT steps instead of GRPO:")
+        for label, comparison in controls:
+            print(f"  {label}: {comparison}")
     print(
         f"\nSFT    {sft['steps']} steps, batch {sft['per_device_train_batch_size']}, "
         f"lr {sft['learning_rate']:g}: loss {sft['losses'][0]['loss']:.3f} (step "
