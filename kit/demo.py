@@ -219,7 +219,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         },
         "seconds": seconds,
         "html": str(html),
-        "checkpoints": {"sft": str(out / "sft-model"), "grpo": str(out / "grpo-model")},
+        "checkpoints": {
+            "sft": str(out / "sft-model"),
+            "grpo": str(out / "grpo-model"),
+            **({"sft_control": str(out / "sft-control-model")} if control else {}),
+        },
     }
     (out / "summary.json").write_text(json.dumps(_finite(summary), indent=1) + "\n")
     _report(summary, evaluations, comparisons, control_comparisons)

@@ -177,6 +177,7 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     assert all(c["tasks"] == held_out for c in summary["grpo_vs_sft"])
 
     control = summary["sft_control"]
+    assert summary["checkpoints"]["sft_control"] == str(out / "sft-control-model")
     assert control["steps"] == 3 and [e["step"] for e in control["losses"]] == [1, 2, 3]
     more, sft, grpo = records[3], records[1], records[2]
     assert control["more_sft_vs_sft"]["difference"] == pytest.approx(
