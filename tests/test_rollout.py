@@ -227,3 +227,22 @@ def test_rollout_plays_sampled_tasks():
     tags = [e.task["tag"] for e in played]
     assert tags[0] == tags[1] and tags[2] == tags[3] and tags[0] != tags[2]
     assert played[0].tool_calls == [ToolCall("echo", {"message": "hi"}, "hi", None, turn=1)]
+
+
+# -- model_policy: a model turn by turn, for the message-level loop -----------------------------
+
+
+def test_model_policy_turns_are_seeded_and_leave_the_callers_rng_alone():
+    from kit.episode import run_episode
+    from kit.rollout import model_policy
+
+    model, tokenizer = tiny_model_unscripted()  # real sampling from random weights
+    factory = model_policy(model, tokenizer, max_new_tokens=12)
+    row = {"prompt": [{"role": "user", "content": "Say something.\n\n"}]}
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    first = run_episode(EchoEnv(), row, factory(EchoEnv, 5), max_tool_calling_iterations=2)
+    assert torch.equal(torch.rand(3), expected)  # the caller's stream went on untouched
+    again = run_episode(EchoEnv(), row, factory(EchoEnv, 5), max_tool_calling_iterations=2)
+    assert first.completion == again.completion and first.completion[0]["role"] == "assistant"
