@@ -1,4 +1,4 @@
-"""Catch (OpenSpiel ``catch``) in the kit: its prompt, splits, reward and texts.
+"""Catch (OpenSpiel ``catch``) in the kit: its tool env, prompt, splits, reward and texts.
 
 Tasks are (board height, ball column) on OpenSpiel's 5 columns. Held out: whole board heights
 (OpenSpiel's default 10 rows among them), every starting column of each; training plays other

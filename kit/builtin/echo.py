@@ -1,4 +1,5 @@
-"""Echo (OpenEnv's echo env, TRL's first example) in the kit: its prompt, reward and texts.
+"""Echo (OpenEnv's echo env, TRL's first example) in the kit: its tool env, prompt, reward and
+texts.
 
 Echo has no task, so nothing to hold out: every task is the empty one, and a row that carries
 task columns is reported as a leak. The game never ends; its prompt asks for one message.

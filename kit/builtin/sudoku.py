@@ -1,4 +1,4 @@
-"""Sudoku (TextArena ``Sudoku-v0``) in the kit: its prompt, splits, reward and texts.
+"""Sudoku (TextArena ``Sudoku-v0``) in the kit: its tool env, prompt, splits, reward and texts.
 
 Held out: a fixed list of eval puzzles (engine seeds from ``SUDOKU_EVAL_SEED_BASE``); training
 puzzles are drawn from lower seeds and never equal one. SFT games are easier than the eval ones.

@@ -1,4 +1,4 @@
-"""Wordle (TextArena ``Wordle-v0``) in the kit: its prompt, splits, reward and texts.
+"""Wordle (TextArena ``Wordle-v0``) in the kit: its tool env, prompt, splits, reward and texts.
 
 Held out: a fifth of the 156 secrets, never a task, a guess or any word of a training set. The
 SFT solver guesses only the train secrets (``words``), so not even a probe shows an eval secret.
