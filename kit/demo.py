@@ -20,8 +20,8 @@ every tool-calling recipe uses and measures the model after each, on tasks no ph
    tasks (``kit.evaluate.compare``: difference, 95% interval, p-value).
 
 Every evaluation samples ``--eval-generations`` episodes per task at ``--temperature``, the
-temperature GRPO samples at: a sampled policy is what GRPO trains, and several episodes per task are what
-separates two models on ten tasks. The run writes the two checkpoints (``sft-model/``,
+temperature GRPO samples at: a sampled policy is what GRPO trains, and several episodes per task
+are what separates two models on ten tasks. The run writes the two checkpoints (``sft-model/``,
 ``grpo-model/``; ``kit.models.load`` reads them), the last captured batch token by token
 (``trajectory.html``) and ``summary.json`` with every figure, into a new folder, and ends with
 the command that reproduces it.

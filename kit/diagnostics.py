@@ -19,7 +19,8 @@ the weighted total:
     print(report)                        # the table
     report.plot()                        # the same as bars with std and zero-std shares
 
-A player is any ``kit.solvers.policies`` factory, ``kit.rollout.model_policy(model, tokenizer)`` included.
+A player is any ``kit.solvers.policies`` factory, ``kit.rollout.model_policy(model, tokenizer)``
+included.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ play episodes through the same ``kit.envs`` objects that TRL hands to reward fun
 message format, and ``kit.rollout`` plays a model's episodes token by token with the same steps.
 Each step is written here once, as TRL 1.16's ``_tool_call_loop`` takes it:
 
-* :func:`start` resets the env from a dataset row and appends the observation to the prompt;
+* :func:`reset` resets the env from a dataset row, as TRL passes the row's columns;
+* :func:`start` does that and appends the observation to the prompt;
 * :func:`call_tool` runs one parsed tool call and returns the tool message TRL appends (errors
   as ``{'error': ...}`` text, TRL's message for an unknown tool);
 * :func:`run_episode` lets a **policy** (the conversation so far -> the next assistant message,
@@ -97,13 +98,14 @@ def replay(
     ``max_tool_calling_iterations`` turns that call tools run them (as in TRL; None: no cap); a
     later turn is kept with its calls unrun, as TRL keeps the turn past its cap.
     """
+    tools = {tool.__name__: tool for tool in env_tools(env)}
     completion: list[Message] = []
     rounds = 0
     for turn in turns:
         completion.append(turn)
         calls = turn.get("tool_calls") or []
         if calls and (max_tool_calling_iterations is None or rounds < max_tool_calling_iterations):
-            completion += [call_tool(env, call) for call in calls]
+            completion += [call_tool(env, call, tools) for call in calls]
             rounds += 1
     return completion
 
@@ -121,16 +123,18 @@ def with_observation(prompt: list[Message], observation: Any) -> list[Message]:
     ]
 
 
-def start(env: Any, row: Mapping[str, Any]) -> list[Message]:
-    """Reset ``env`` from a dataset row and return the prompt TRL generates the first turn from.
+def reset(env: Any, row: Mapping[str, Any]) -> Any:
+    """``env.reset`` with every column of a dataset row (``prompt`` included) except
+    ``environment``, as TRL's multi-environment routing passes them; returns the observation."""
+    return env.reset(**{key: value for key, value in row.items() if key != "environment"})
 
-    ``reset`` gets every column (``prompt`` included) except ``environment``, as TRL's
-    multi-environment routing passes them; the row's ``prompt`` (TRL's empty user message when it
-    has none) gets the reset observation appended (:func:`with_observation`).
-    """
-    columns = {key: value for key, value in row.items() if key != "environment"}
-    prompt = columns.get("prompt") or DEFAULT_PROMPT
-    return with_observation(copy.deepcopy(prompt), env.reset(**columns))
+
+def start(env: Any, row: Mapping[str, Any]) -> list[Message]:
+    """Reset ``env`` from a dataset row (:func:`reset`) and return the prompt TRL generates the
+    first turn from: the row's ``prompt`` (TRL's empty user message when it has none) with the
+    reset observation appended (:func:`with_observation`)."""
+    prompt = row.get("prompt") or DEFAULT_PROMPT
+    return with_observation(copy.deepcopy(prompt), reset(env, row))
 
 
 # -- episodes -----------------------------------------------------------------------------------
@@ -182,8 +186,8 @@ def run_episode(
 ) -> Episode:
     """Reset ``env`` from ``row`` and let ``policy`` play, through the env's tools, as TRL would.
 
-    ``reset`` gets the row as :func:`start` passes it. The loop ends when the policy answers without a
-    tool call, after ``max_tool_calling_iterations`` rounds of tool calls (TRL's
+    ``reset`` gets the row as :func:`reset` passes it. The loop ends when the policy answers
+    without a tool call, after ``max_tool_calling_iterations`` rounds of tool calls (TRL's
     ``max_tool_calling_iterations``: a call requested after that is left unexecuted), or, with
     ``stop_when_done``, as soon as the game is over, as a player that stops at the end would.
     """

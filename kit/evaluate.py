@@ -51,7 +51,7 @@ from typing import Any
 from kit import registry
 from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
-from kit.episode import Message, replay, run_episode, start
+from kit.episode import Message, replay, reset, run_episode
 from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.solvers.policies import PolicyFactory
@@ -475,7 +475,8 @@ def evaluate(
     greedy = num_generations == 1 if greedy is None else greedy
     if greedy and num_generations > 1 and _is_model(player):
         raise ValueError(
-            f"greedy decoding plays {num_generations} identical episodes per task: pass greedy=False"
+            f"greedy decoding plays {num_generations} identical episodes per task: "
+            "pass greedy=False"
         )
     results = {}
     for g in games:
@@ -729,5 +730,5 @@ def _replay(
     unrun); calls whose results the length budget dropped did run.
     """
     env = ENVS[game]()
-    start(env, task)
+    reset(env, task)
     return env, replay(env, _turns(messages), cap)

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Message = dict[str, Any]
-# A move as the tool call that plays it: (tool name, arguments), e.g. ("move", {"direction": "LEFT"}).
+# A move as the tool call that plays it: (tool name, arguments),
+# e.g. ("move", {"direction": "LEFT"}).
 Move = tuple[str, dict[str, Any]]
 
 # The built-in games, in the kit's usual order, and the module that registers each.

@@ -35,7 +35,7 @@ from typing import Any
 
 from kit import registry
 from kit.envs import ENVS
-from kit.episode import Episode
+from kit.episode import Episode, reset
 
 Message = dict[str, Any]
 
@@ -380,9 +380,9 @@ def validate_environments(
             )
     for name in counts:
         index = names.index(name)
-        row = {key: value for key, value in dataset[index].items() if key != "environment"}
+        row = dataset[index]
         try:
-            observation = factories[name]().reset(**row)
+            observation = reset(factories[name](), row)
         except Exception as error:
             raise ValueError(
                 f"row {index} (environment {name!r}): reset failed: {error}"

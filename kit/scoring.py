@@ -78,7 +78,7 @@ def replay(game: str, task: Mapping[str, Any], response: Any) -> tuple[Any, list
     if game not in ENVS:
         raise ValueError(f"unknown game {game!r}; choose one of {sorted(ENVS)}")
     env = ENVS[game]()
-    episode.start(env, task)
+    episode.reset(env, task)
     return env, episode.replay(env, _assistant_turns(response))
 
 
