@@ -36,7 +36,6 @@ The shipped files are rebuilt, byte for byte, with ``python -m kit.data --write 
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import json
 import random
@@ -72,21 +71,6 @@ SHIPPED_SFT = registry.View("sft")
 # What each game's eval split holds out, and how its training data differs: one line per game,
 # for tables and cards (a win rate means little until one knows what it was measured on).
 HELD_OUT = registry.View("held_out")
-
-# Names that moved to their game's module, still importable from here: module -> names.
-_MOVED = {
-    "kit.builtin.wordle": ("WORDLE_EVAL_SIZE", "wordle_secrets"),
-    "kit.builtin.catch": ("CATCH_COLUMNS", "CATCH_TRAIN_ROWS", "CATCH_EVAL_ROWS"),
-    "kit.builtin.sudoku": ("SUDOKU_EVAL_SIZE", "SUDOKU_EVAL_SEED_BASE", "SUDOKU_DIFFICULTY"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    # Lazily: the game modules import this one.
-    for module, moved in _MOVED.items():
-        if name in moved:
-            return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def listing(values: Iterable[Any]) -> str:

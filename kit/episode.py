@@ -10,10 +10,16 @@ Each step is written here once, as TRL 1.16's ``_tool_call_loop`` takes it:
 * :func:`start` does that and appends the observation to the prompt;
 * :func:`call_tool` runs one parsed tool call and returns the tool message TRL appends (errors
   as ``{'error': ...}`` text, TRL's message for an unknown tool);
+* :func:`runs_tools` is TRL's rule for whether a turn's calls run: the turn has calls and fewer
+  than ``max_tool_calling_iterations`` rounds have run;
 * :func:`run_episode` lets a **policy** (the conversation so far -> the next assistant message,
   as TRL's response parser gives it; ``kit.solvers.policies`` has the scripted ones) play until
   it answers without a tool call or reaches ``max_tool_calling_iterations`` rounds;
 * :func:`replay` runs a recorded episode's tool calls again on a reset env.
+
+``kit.rollout`` plays the same loop a batch of episodes at a time, token by token (ids, the
+length budget), which a message-level policy cannot see; both take their steps and their stop
+rule from here.
 
 An assistant message looks like this (:func:`assistant_message` builds one)::
 
@@ -86,6 +92,14 @@ def call_tool(
     return {"role": "tool", "name": name, "content": content}
 
 
+def runs_tools(message: Message, rounds: int, max_tool_calling_iterations: int | None) -> bool:
+    """Whether TRL runs the tool calls of assistant ``message`` after ``rounds`` rounds of tool
+    calls: it has some and the cap (``None``: no cap) is not reached. A turn that calls no tool
+    ends the episode; so does one past the cap, its calls left unrun."""
+    cap = max_tool_calling_iterations
+    return bool(message.get("tool_calls")) and (cap is None or rounds < cap)
+
+
 def replay(
     env: Any, turns: Sequence[Message], max_tool_calling_iterations: int | None = None
 ) -> list[Message]:
@@ -103,9 +117,8 @@ def replay(
     rounds = 0
     for turn in turns:
         completion.append(turn)
-        calls = turn.get("tool_calls") or []
-        if calls and (max_tool_calling_iterations is None or rounds < max_tool_calling_iterations):
-            completion += [call_tool(env, call, tools) for call in calls]
+        if runs_tools(turn, rounds, max_tool_calling_iterations):
+            completion += [call_tool(env, call, tools) for call in turn["tool_calls"]]
             rounds += 1
     return completion
 
@@ -202,16 +215,13 @@ def run_episode(
     prompt = start(env, row)
     tools = {tool.__name__: tool for tool in env_tools(env)}
     completion: list[Message] = []
-    iterations, truncated = 0, False
+    rounds = 0
     while not (stop_when_done and env.done):
         message = policy(prompt + completion)
         completion.append(message)
-        calls = message.get("tool_calls") or []
-        if not calls:
+        if not runs_tools(message, rounds, max_tool_calling_iterations):
             break
-        if iterations == max_tool_calling_iterations:
-            truncated = True
-            break
-        completion.extend(call_tool(env, call, tools) for call in calls)
-        iterations += 1
+        completion.extend(call_tool(env, call, tools) for call in message["tool_calls"])
+        rounds += 1
+    truncated = bool(completion and completion[-1].get("tool_calls"))
     return Episode(env, completion, prompt, dict(row), truncated)

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.envs import env_name, env_tools
-from kit.episode import Message, Policy, call_tool, start
+from kit.episode import Message, Policy, call_tool, runs_tools, start
 from kit.masks import chat_template, prompt_ids, tool_suffix_ids
 from kit.trajectory import Trajectory, is_truncated, tool_calls
 
@@ -121,15 +121,14 @@ class _Episode:
     initial: str | None = None  # the env's transcript after the reset
     states: list[str] = field(default_factory=list)  # ... and after each turn
     dropped: bool = False
+    by_name: dict[str, Any] = field(init=False)  # the tools, by name, as call_tool looks them up
+
+    def __post_init__(self) -> None:
+        self.by_name = {tool.__name__: tool for tool in self.tools}
 
     @property
     def input_ids(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
-
-    def run_tools(self, message: Message) -> list[Message]:
-        """TRL's tool execution for one turn: every call, in order, errors as text."""
-        by_name = {tool.__name__: tool for tool in self.tools}
-        return [call_tool(self.env, call, by_name) for call in message["tool_calls"]]
 
 
 def rollout(
@@ -196,7 +195,6 @@ def rollout(
         seed,
         generation_kwargs,
     )
-    cap = max_tool_calling_iterations if max_tool_calling_iterations is not None else float("inf")
     template = chat_template(tokenizer, uses_tools=bool(env_tools(env_cls())))
     settings = (template, chat_template_kwargs or {})
     group = [row for row in rows for _ in range(num_generations)]
@@ -207,7 +205,15 @@ def rollout(
                 _start(env_cls, row, tokenizer, settings)
                 for row in group[start : start + batch_size]
             ]
-            _play(episodes, generate, tokenizer, settings, max_completion_length, cap, bar.update)
+            _play(
+                episodes,
+                generate,
+                tokenizer,
+                settings,
+                max_completion_length,
+                max_tool_calling_iterations,
+                bar.update,
+            )
             trajectories += [
                 _trajectory(episode, env_cls, generate.stop, mask_truncated_completions)
                 for episode in episodes
@@ -237,23 +243,29 @@ def _play(
     tokenizer: Any,
     settings: tuple,
     budget: int,
-    cap: float,
+    cap: int | None,
     finished: Callable[[int], Any],
 ) -> None:
-    """Play a batch of episodes to their end; ``finished(n)`` hears of episodes as they end."""
+    """Play a batch of episodes to their end; ``finished(n)`` hears of episodes as they end.
+
+    ``kit.episode.run_episode``'s loop, a batch at a time and token by token: each round, the
+    episodes whose last turn ``runs_tools`` run their calls, and those whose tool results still
+    fit the budget generate their next turn together."""
     template, kwargs = settings
     for episode, ids in zip(episodes, generate([e.prompt_ids for e in episodes]), strict=True):
         episode.completion_ids = ids
         episode.tool_mask = [1] * len(ids)
         episode.completions = [_parse(tokenizer, ids, episode.prompt_ids, episode.tools)]
-    active = [e for e in episodes if e.completions[-1].get("tool_calls")]
-    finished(len(episodes) - len(active))
-    iteration = 0
-    while active and iteration < cap:
-        running = len(active)
+    active, rounds = episodes, 0
+    while active:
+        running = [e for e in active if runs_tools(e.completions[-1], rounds, cap)]
+        finished(len(active) - len(running))
         extended = []
-        for episode in active:
-            replies = episode.run_tools(episode.completions[-1])
+        for episode in running:
+            replies = [
+                call_tool(episode.env, call, episode.by_name)
+                for call in episode.completions[-1]["tool_calls"]
+            ]
             if episode.initial is not None:
                 episode.states.append(episode.env.transcript)
             suffix = tool_suffix_ids(tokenizer, replies, template, kwargs)
@@ -267,22 +279,20 @@ def _play(
             episode.completion_ids += suffix
             episode.tool_mask += [0] * len(suffix)
             extended.append(episode)
+        finished(len(running) - len(extended))
         active = []
-        if extended:
-            for episode, ids in zip(
-                extended, generate([e.input_ids for e in extended]), strict=True
-            ):
-                ids = ids[: max(0, budget - len(episode.completion_ids))]
-                prefix = episode.input_ids
-                episode.completion_ids += ids
-                episode.tool_mask += [1] * len(ids)
-                if ids:  # TRL appends nothing for a turn the budget cut to zero tokens
-                    episode.completions.append(_parse(tokenizer, ids, prefix, episode.tools))
-                    if episode.completions[-1].get("tool_calls"):
-                        active.append(episode)
-        finished(running - len(active))
-        iteration += 1
-    finished(len(active))  # the cap ended them
+        turns = generate([e.input_ids for e in extended]) if extended else []
+        for episode, ids in zip(extended, turns, strict=True):
+            ids = ids[: max(0, budget - len(episode.completion_ids))]
+            prefix = episode.input_ids
+            episode.completion_ids += ids
+            episode.tool_mask += [1] * len(ids)
+            if ids:  # TRL appends nothing for a turn the budget cut to zero tokens
+                episode.completions.append(_parse(tokenizer, ids, prefix, episode.tools))
+                active.append(episode)
+            else:
+                finished(1)
+        rounds += 1
     for episode in episodes:
         # only the last turn can lack a state: one that called no tool, or one the cap left unrun
         turns = sum(m["role"] == "assistant" for m in episode.completions)

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from kit.builtin.wordle import wordle_secrets
 from kit.data import (
     SHIPPED_SFT,
     TaskProvider,
@@ -21,7 +22,6 @@ from kit.data import (
     sft_examples,
     task_dataset,
     validate_example,
-    wordle_secrets,
 )
 from kit.envs import ENVS, env_tools
 from kit.episode import tool_schemas

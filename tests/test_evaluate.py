@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from kit.data import CATCH_COLUMNS, CATCH_EVAL_ROWS  # noqa: E402
+from kit.builtin.catch import CATCH_COLUMNS, CATCH_EVAL_ROWS  # noqa: E402
 from kit.evaluate import (  # noqa: E402
     METRICS,
     PUBLISHED,

@@ -15,20 +15,17 @@ import statistics
 import pytest
 
 from kit import registry
+from kit.builtin.catch import CATCH_COLUMNS, CATCH_EVAL_ROWS, CATCH_TRAIN_ROWS
+from kit.builtin.sudoku import SUDOKU_DIFFICULTY
+from kit.builtin.wordle import WORDLE_EVAL_SIZE, wordle_secrets
 from kit.data import (
-    CATCH_COLUMNS,
-    CATCH_EVAL_ROWS,
-    CATCH_TRAIN_ROWS,
     HELD_OUT,
     SHIPPED_SFT,
-    SUDOKU_DIFFICULTY,
-    WORDLE_EVAL_SIZE,
     leaks,
     load_sft,
     mixture_dataset,
     sft_examples,
     task_dataset,
-    wordle_secrets,
 )
 from kit.envs import ENVS
 from kit.games import make
