@@ -22,6 +22,27 @@ from kit.trajectory import Trajectory, is_truncated, tool_calls
 Message = dict[str, Any]
 
 
+# The TRL releases whose private GRPOTrainer methods (``Capture._HOOKED``) and what they return
+# Capture was checked against: pyproject.toml pins the same range.
+TRL_RANGE = ">=1.16.0,<1.17"
+
+
+def check_trl(version: str | None = None) -> None:
+    """Refuse a TRL release outside :data:`TRL_RANGE` (default: the installed one), naming the
+    range: a private method that changed would otherwise record wrong tokens without an error."""
+    from packaging.specifiers import SpecifierSet
+
+    if version is None:
+        import trl
+
+        version = trl.__version__
+    if version not in SpecifierSet(TRL_RANGE, prereleases=True):
+        raise RuntimeError(
+            f"kit.capture.Capture supports trl{TRL_RANGE} (it wraps private GRPOTrainer "
+            f"methods); trl {version} is installed: pip install 'trl{TRL_RANGE}'"
+        )
+
+
 @dataclass
 class Batch:
     """One generation batch of a ``GRPOTrainer``: the step it was made at, and its episodes."""
@@ -73,6 +94,7 @@ class Capture:
     _HOOKED = ("_generate_and_score_completions", "_generate", "_calculate_rewards")
 
     def __init__(self, trainer: Any, keep: int | None = None) -> None:
+        check_trl()
         if keep is not None and keep < 1:
             raise ValueError(f"keep must be at least 1 (or None for every batch), got {keep}")
         missing = [name for name in self._HOOKED if not callable(getattr(trainer, name, None))]

@@ -454,6 +454,7 @@ def evaluate(
     rewards: Mapping[str, Reward] | None = None,
     name: str | None = None,
     batch_size: int = 32,
+    chat_template_kwargs: dict[str, Any] | None = None,
     progress: bool = False,
 ) -> Evaluation:
     """Play every task of ``game``'s ``split`` ``num_generations`` times with ``player``; report
@@ -468,7 +469,9 @@ def evaluate(
     defaults to ``num_generations == 1``; sampled play uses ``temperature``.
     ``max_completion_length`` defaults to :data:`BUDGETS`, ``max_tool_calling_iterations`` to
     ``kit.data.TURN_LIMITS``, ``rewards`` to each game's ``default_reward``. ``seed`` fixes the
-    task subset, the sampling and the bootstrap.
+    task subset, the sampling and the bootstrap. ``chat_template_kwargs`` go to the model's chat
+    template, as ``GRPOConfig``'s do (``{"enable_thinking": False}`` for Qwen3:
+    ``kit.train.recipe`` sets it).
     """
     games = [game] if isinstance(game, str) else list(game)
     _check(player, games, tokenizer, tasks, num_generations, seed)
@@ -501,6 +504,7 @@ def evaluate(
                 budget=max_completion_length or BUDGETS[g],
                 cap=cap,
                 batch_size=batch_size,
+                chat_template_kwargs=chat_template_kwargs,
                 progress=progress,
             )
         else:
@@ -579,6 +583,7 @@ def _play_model(
     budget: int,
     cap: int,
     batch_size: int,
+    chat_template_kwargs: dict[str, Any] | None,
     progress: bool,
 ) -> list[Trajectory]:
     from kit.rollout import rollout
@@ -599,6 +604,7 @@ def _play_model(
             temperature=temperature,
             seed=seed,
             batch_size=batch_size,
+            chat_template_kwargs=chat_template_kwargs,
             progress=progress,
         )
     finally:

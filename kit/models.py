@@ -305,8 +305,8 @@ def _refuse_occupied(path: Path, replace: bool = False) -> None:
 def load(
     name_or_path: str | Path,
     chat_template: str | None = None,
-    dtype: str = "auto",
-    device_map: str | None = None,
+    dtype: str = "float32",
+    device_map: str | dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` from a hub id (e.g. ``"Qwen/Qwen3-1.7B"``) or a local folder.
@@ -314,6 +314,12 @@ def load(
     ``chat_template`` (``"qwen3"`` or ``"qwen3_instruct_2507"``) replaces the tokenizer's own
     template with TRL's bundled one: needed for ChatML models whose template TRL does not
     recognise (SmolLM2, for one). Other keyword arguments go to ``from_pretrained``.
+
+    ``dtype`` defaults to fp32, as TRL loads a model it is given by name: trained in mixed
+    precision, bf16 weights would round small updates away (``kit.train.recipe`` loads 16-bit
+    weights only under LoRA). ``device_map`` defaults to this process's GPU when there is one
+    (``kit.hardware.Device.place``), so that evaluating before training does not generate on
+    the CPU; ``"cpu"`` keeps the model there.
 
     A local folder must hold a whole checkpoint (tokenizer, config and weights), or ``ValueError``
     names what is missing: transformers itself loads a folder without tokenizer files as a
@@ -336,6 +342,11 @@ def load(
         tokenizer.chat_template = trl_chat_template(chat_template)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if device_map is None:
+        from kit.hardware import detect
+
+        device = detect()
+        device_map = device.place() if device.gpu else None
     model = AutoModelForCausalLM.from_pretrained(
         name_or_path, dtype=dtype, device_map=device_map, **kwargs
     )

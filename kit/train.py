@@ -1,14 +1,18 @@
-"""Trainer configs that work the same on a laptop CPU and a Colab GPU, and the kit's recipes.
+"""Training: configs right for the machine, one recipe per model, the two phases, and the script.
 
 TRL's configs default to bf16 and to logging integrations found on the machine; on a CPU the
 first fails and the second may try the network. ``grpo_config`` and ``sft_config`` pick safe
-defaults for the device at hand and leave every field overridable, so a notebook states only
-what it studies. ``warm_up`` (SFT on the shipped solver games) and ``grpo`` (GRPO on a game's
-train tasks, every batch captured) are the two training phases that ``python -m kit.demo`` and
-the notebooks run, with the recipes :data:`SFT` and :data:`GRPO` measured there.
-``checkpoint`` loads a phase's saved model or makes and saves it, which is how the notebooks hand
-checkpoints on without any of them needing another to have run; ``plot_log`` and ``log_table``
-show a run's logged figures step by step.
+defaults for the device at hand (bf16 on Ampere, fp16 on a T4, fp32 on a CPU) and leave every
+field overridable. ``recipe(MODEL, GAME)`` makes every choice that depends on the model and the
+machine in one place (precision, LoRA where full tuning would not fit, learning rates, Qwen3's
+thinking, budgets, checkpoints, vLLM); for the offline tiny model it is the measured :data:`SFT`
+and :data:`GRPO`. ``warm_up`` (SFT on the shipped solver games, built by ``sft_trainer``) and
+``grpo`` (GRPO on a game's train tasks, every batch captured) are the two training phases of
+``python -m kit.demo`` and the notebooks; both train through ``train``, which continues from a
+saved checkpoint and merges LoRA adapters back into the model. ``checkpoint`` loads a phase's
+saved model or makes and saves it, which is how the notebooks hand checkpoints on;
+``plot_log`` and ``log_table`` show a run's logged figures. ``python -m kit.train`` (:class:`Args`)
+is the notebooks' recipe as one script for any model and game, under ``accelerate`` too.
 """
 
 from __future__ import annotations
@@ -17,21 +21,22 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-def _on_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+from kit.hardware import Device
 
 
-def _device_defaults() -> dict[str, Any]:
-    gpu = _on_gpu()
+def _device_defaults(device: Device | None = None) -> dict[str, Any]:
+    """The config fields that depend on the machine (default: this one's)."""
+    from kit.hardware import detect
+
+    device = device or detect()
     return {
-        "bf16": gpu,
-        "use_cpu": not gpu,
+        "bf16": device.bf16,  # Ampere and later
+        "fp16": device.fp16,  # a T4 only emulates bf16, slowly
+        "use_cpu": not device.gpu,
         "report_to": "none",
         "save_strategy": "no",
         "logging_steps": 1,
@@ -57,14 +62,15 @@ def grpo_config(output_dir: str, **overrides: Any) -> Any:
 
 
 def sft_config(output_dir: str, **overrides: Any) -> Any:
-    """A ``trl.SFTConfig`` that trains only the assistant turns of tool-call conversations."""
+    """A ``trl.SFTConfig`` that trains only the assistant turns of tool-call conversations, at
+    TRL's own learning rate unless ``overrides`` set one (:func:`recipe` has each model's: the
+    tiny random model's 5e-4 would wreck a pretrained one)."""
     from trl import SFTConfig
 
     defaults = {
         **_device_defaults(),
         "per_device_train_batch_size": 4,
         "assistant_only_loss": True,
-        "learning_rate": 1e-3,
     }
     return SFTConfig(output_dir=output_dir, **{**defaults, **overrides})
 
@@ -97,19 +103,202 @@ GRPO = {
 }
 GRPO_STEPS = 40
 
+# -- a pretrained model on a GPU: every choice that depends on the model and the machine ----------
+# Learning rates for a pretrained model, not measured here (no GPU): TRL's Wordle example trains
+# Qwen3-1.7B with GRPO at 1e-6; SFT of a small instruct model at 1e-5 is the usual start. LoRA's
+# adapters start at zero and are few, so they take steps about ten times larger. (1e-3, the tiny
+# random model's rate, would wreck a pretrained one.)
+PRETRAINED_LEARNING_RATES = {"sft": 1e-5, "grpo": 1e-6}
+LORA_LEARNING_RATES = {"sft": 2e-4, "grpo": 1e-5}
+# Rank 16 on every linear layer: the usual LoRA for a 0.5-8B model (TRL's and PEFT's examples).
+LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
+# GRPO for a pretrained model: 4 tasks x 8 rollouts per optimiser step as in GRPO above, at
+# TRL's temperature.
+PRETRAINED_GRPO = {
+    "per_device_train_batch_size": 8,
+    "num_generations": 8,
+    "gradient_accumulation_steps": 4,
+    "temperature": 1.0,
+}
+# On a GPU, a checkpoint every 25 steps (two kept): a rerun after a lost Colab runtime continues
+# from the last one (:func:`train`) and loses at most 25 steps.
+CHECKPOINTING = {"save_strategy": "steps", "save_steps": 25, "save_total_limit": 2}
+# vLLM colocated with training takes this share of the GPU's memory (TRL's default is 0.9, meant
+# for a server on a GPU of its own); an estimate, not measured here.
+VLLM_MEMORY_SHARE = 0.3
 
-def warm_up(
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to load, train and evaluate one model on one game on one machine. Made by
+    :func:`recipe`; print it to see every choice. With ``r = recipe(MODEL, GAME)``::
+
+        model, tokenizer = r.load_model(seed)
+        warm_up(model, tokenizer, GAME, steps, seed, folder, peft_config=r.peft_config, **r.sft)
+        grpo(model, tokenizer, GAME, steps, seed, folder, peft_config=r.peft_config, **r.grpo)
+        evaluate(model, GAME, tokenizer, num_generations=8, greedy=False, **r.evaluation)
+    """
+
+    model: str  # "tiny", a hub id or a local folder
+    game: str
+    device: Device
+    parameters: int
+    peft_config: Any  # a peft.LoraConfig (LoRA, merged after each phase), or None: full tuning
+    load: dict[str, Any]  # kit.models.load(model, **load)
+    sft: dict[str, Any]  # SFTConfig fields: warm_up(..., **sft)
+    grpo: dict[str, Any]  # GRPOConfig fields: grpo(..., **grpo)
+    evaluation: dict[str, Any]  # kit.evaluate.evaluate(..., **evaluation), sampled as in GRPO
+
+    @property
+    def lora(self) -> bool:
+        return self.peft_config is not None
+
+    def load_model(self, seed: int = 0) -> tuple[Any, Any]:
+        """``(model, tokenizer)``: the tiny model built with ``seed``, or the model loaded."""
+        from kit.models import load, tiny_model
+
+        if self.model == "tiny":
+            model, tokenizer = tiny_model(seed=seed)
+            return model.to(self.device.place()), tokenizer
+        return load(self.model, **self.load)
+
+    def __str__(self) -> str:
+        mode = f"LoRA r={self.peft_config.r}" if self.lora else "full fine-tuning"
+        lines = [f"{self.model} ({self.parameters:,} parameters) on {self.device.name}: {mode}"]
+        lines += [f"  {phase}: {getattr(self, phase)}" for phase in ("load", "sft", "grpo")]
+        lines.append(f"  evaluation: {self.evaluation}")
+        return "\n".join(lines)
+
+
+def recipe(
+    model: str = "tiny",
+    game: str = "catch",
+    device: Device | None = None,
+    lora: bool | None = None,
+    thinking: bool = False,
+    max_completion_length: int | None = None,
+) -> Recipe:
+    """The recipe for ``model`` on ``game`` on ``device`` (default: this machine's,
+    ``kit.hardware.detect``). ``max_completion_length`` replaces the game's token budget (the
+    notebooks' smoke runs use a small one).
+
+    ``"tiny"``: :data:`SFT` and :data:`GRPO`, as measured (README, "Does it learn?"). Any other
+    model (a hub id or a local folder; only its config and tokenizer are read here):
+
+    * precision: on a GPU with native bf16 (Ampere and later) ``bf16=True``; on an older one
+      (a T4) ``fp16=True``; full fine-tuning loads fp32 weights (TRL's own choice: bf16 master
+      weights round small updates away), LoRA loads them in 16 bits and trains fp32 adapters;
+    * LoRA (:data:`LORA`) when full fine-tuning would not fit (``kit.hardware.fits_full``), or
+      as ``lora`` says; learning rates :data:`PRETRAINED_LEARNING_RATES` or
+      :data:`LORA_LEARNING_RATES`; gradient checkpointing on a GPU;
+    * the model on this process's GPU, evaluation batched there;
+    * a template that reads ``enable_thinking`` (Qwen3's) gets it set to ``thinking``, in
+      training and in evaluation: left on, an untrained model spends the token budget inside
+      ``<think>``;
+    * the game's token budget (``kit.evaluate.BUDGETS``) and turn limit in GRPO and evaluation;
+    * on a GPU, checkpoints every 25 steps, which a rerun continues from (:data:`CHECKPOINTING`);
+    * vLLM colocated with training (:data:`VLLM_MEMORY_SHARE`) when it is installed on a GPU
+      machine.
+    """
+    import importlib.util
+
+    from kit.data import TURN_LIMITS
+    from kit.evaluate import BUDGETS
+    from kit.hardware import count_parameters, detect, fits_full
+    from kit.registry import game as game_spec
+
+    game_spec(game)  # ValueError for an unknown game
+    device = device or detect()
+    limits = {
+        "max_completion_length": max_completion_length or BUDGETS[game],
+        "max_tool_calling_iterations": TURN_LIMITS[game],
+    }
+    if model == "tiny":
+        from kit.models import tiny_model
+
+        return Recipe(
+            model,
+            game,
+            device,
+            tiny_model()[0].num_parameters(),
+            _lora_config() if lora else None,  # full tuning unless asked: 0.4M parameters fit
+            {},
+            dict(SFT),
+            {**limits, **GRPO},
+            # one batch: a tiny model's step costs the same for 8 rows or 80
+            {**limits, "temperature": GRPO["temperature"], "batch_size": 256},
+        )
+    from transformers import AutoTokenizer
+
+    parameters = count_parameters(model)
+    lora = not fits_full(parameters, device) if lora is None else lora
+    weights = "float32"
+    if lora and device.bf16:
+        weights = "bfloat16"
+    elif lora and device.fp16:
+        weights = "float16"
+    template = AutoTokenizer.from_pretrained(str(model)).chat_template or ""
+    thinking_kwargs = {"enable_thinking": thinking} if "enable_thinking" in template else None
+    rates = LORA_LEARNING_RATES if lora else PRETRAINED_LEARNING_RATES
+    on_gpu = {**CHECKPOINTING, "gradient_checkpointing": True} if device.gpu else {}
+    peft_config = _lora_config() if lora else None
+    vllm = {}
+    if device.gpu and importlib.util.find_spec("vllm") is not None:
+        vllm = {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE,
+        }
+    return Recipe(
+        str(model),
+        game,
+        device,
+        parameters,
+        peft_config,
+        {"dtype": weights, "device_map": device.place() if device.gpu else "cpu"},
+        {
+            **on_gpu,
+            "learning_rate": rates["sft"],
+            "per_device_train_batch_size": 1,
+            "max_length": 4096,
+        },
+        {
+            **on_gpu,
+            **limits,
+            **PRETRAINED_GRPO,
+            **vllm,
+            "learning_rate": rates["grpo"],
+            "chat_template_kwargs": thinking_kwargs,
+        },
+        {
+            **limits,
+            "temperature": PRETRAINED_GRPO["temperature"],
+            "chat_template_kwargs": thinking_kwargs,
+            "batch_size": 64,
+        },
+    )
+
+
+def _lora_config() -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(task_type="CAUSAL_LM", **LORA)
+
+
+def sft_trainer(
     model: Any,
     tokenizer: Any,
     games: str | Sequence[str],
     steps: int,
     seed: int,
     output_dir: str | Path,
+    peft_config: Any = None,
     **overrides: Any,
-) -> list[dict[str, float]]:
-    """SFT ``model`` in place for ``steps`` steps on the shipped solver conversations of one game
-    or several (shuffled together); ``overrides`` change the recipe (:data:`SFT`), e.g. a
-    smaller ``learning_rate`` for a pretrained model. Return the logged losses."""
+) -> Any:
+    """An ``SFTTrainer`` for ``steps`` steps on the shipped solver conversations of one game or
+    several (shuffled together), not yet trained: :func:`warm_up` builds and trains one, notebook
+    1 looks at the tokens its loss covers first. ``overrides`` change the recipe (:data:`SFT`) or
+    any ``SFTConfig`` field; ``peft_config`` (a ``peft.LoraConfig``) trains LoRA adapters."""
     from datasets import concatenate_datasets
     from trl import SFTTrainer
 
@@ -121,14 +310,57 @@ def warm_up(
         data = data.shuffle(seed=seed)
     recipe = {"logging_steps": max(1, steps // 8), **SFT, **overrides}
     args = sft_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
     quiet(trainer, "sft", steps)
-    trainer.train()
+    return trainer
+
+
+def warm_up(
+    model: Any,
+    tokenizer: Any,
+    games: str | Sequence[str],
+    steps: int,
+    seed: int,
+    output_dir: str | Path,
+    peft_config: Any = None,
+    **overrides: Any,
+) -> list[dict[str, float]]:
+    """SFT ``model`` in place (:func:`sft_trainer`, then :func:`train`); return the logged
+    losses. For a model of your own: ``warm_up(..., peft_config=r.peft_config, **r.sft)`` with
+    ``r = recipe(MODEL, GAME)``."""
+    trainer = sft_trainer(
+        model, tokenizer, games, steps, seed, output_dir, peft_config, **overrides
+    )
+    train(trainer)
     return [
         {"step": entry["step"], "loss": entry["loss"]}
         for entry in trainer.state.log_history
         if "loss" in entry
     ]
+
+
+def train(trainer: Any) -> None:
+    """``trainer.train()``, continuing from the last checkpoint in its ``output_dir`` when it
+    saves checkpoints and has one (a rerun after a lost Colab runtime), and folding LoRA
+    adapters into the model at the end: the model the trainer was given is then the trained
+    one, with no adapter layers left (``kit.models.save`` writes it whole)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = Path(trainer.args.output_dir)
+    last = None
+    if trainer.args.save_strategy != "no" and folder.is_dir():
+        last = get_last_checkpoint(str(folder))
+    if last:
+        print(f"   resuming from {last}", flush=True)
+    trainer.train(resume_from_checkpoint=last)
+    if hasattr(trainer.model, "merge_and_unload"):
+        trainer.model = trainer.model.merge_and_unload()
 
 
 def grpo(
@@ -139,12 +371,15 @@ def grpo(
     seed: int,
     output_dir: str | Path,
     where: Mapping[str, Any] | None = None,
+    peft_config: Any = None,
     **overrides: Any,
 ) -> tuple[Any, Any]:
     """``steps`` GRPO steps on ``game``'s train tasks with its default reward, every batch
     recorded by ``kit.masks.Capture``; ``where`` keeps only the tasks with these column values
     (``kit.data.TaskProvider``); ``overrides`` change the recipe (:data:`GRPO`) or any
-    ``GRPOConfig`` field (``max_completion_length`` defaults to ``kit.evaluate.BUDGETS``).
+    ``GRPOConfig`` field (``max_completion_length`` defaults to ``kit.evaluate.BUDGETS``;
+    :func:`recipe` gives a model's: ``grpo(..., peft_config=r.peft_config, **r.grpo)``);
+    ``peft_config`` trains LoRA adapters, as in :func:`warm_up`. Trained with :func:`train`.
     Return ``(trainer, capture)``; the model is trained in place."""
     from trl import GRPOTrainer
 
@@ -161,8 +396,10 @@ def grpo(
         **overrides,
     }
     args = grpo_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
-    # Enough rows for every step: a step takes batch / num_generations rows of the task set.
-    rows = max(1, steps * args.per_device_train_batch_size // args.num_generations)
+    # Enough rows for every step: an optimiser step takes (batch x processes x accumulation) /
+    # num_generations rows of the task set.
+    per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
+    rows = max(1, steps * per_step // args.num_generations)
     trainer = GRPOTrainer(
         model=model,
         args=args,
@@ -170,11 +407,12 @@ def grpo(
         train_dataset=task_dataset(game, "train", num_tasks=rows, seed=seed, where=where),
         processing_class=tokenizer,
         environment_factory=ENVS[game],
+        peft_config=peft_config,
     )
     quiet(trainer, "grpo", steps)
     capture = Capture(trainer)
     try:
-        trainer.train()
+        train(trainer)
     finally:
         capture.close()
     return trainer, capture
@@ -310,7 +548,7 @@ def quiet(trainer: Any, label: str, steps: int) -> None:
             self.started = time.perf_counter()
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
-            if logs and "loss" in logs:
+            if logs and "loss" in logs and state.is_world_process_zero:
                 extra = "".join(
                     f"  {name} {logs[key]:.3f}"
                     for key, name in (("reward", "reward"), ("tools/call_frequency", "calls"))
@@ -326,3 +564,130 @@ def quiet(trainer: Any, label: str, steps: int) -> None:
         if type(callback).__name__ in _PROGRESS_CALLBACKS:
             trainer.remove_callback(callback)
     trainer.add_callback(Line())
+
+
+# -- python -m kit.train: the notebooks' recipe as one script, on any model and game ------------
+@dataclass
+class Args:
+    """``python -m kit.train``: SFT warm-up, GRPO with ``Capture``, evaluation and checkpoints for
+    any model and game, with :func:`recipe`'s choices. Runs unchanged under ``accelerate launch``
+    (every rank trains on its share of each batch; rank 0 saves and evaluates)."""
+
+    model: str = field(default="tiny", metadata={"help": '"tiny" (offline), a hub id or a folder'})
+    game: str = field(default="catch", metadata={"help": "catch, wordle, sudoku or echo"})
+    seed: int = field(default=0, metadata={"help": "seeds the model, the tasks and the sampling"})
+    sft_steps: int = field(default=SFT_STEPS, metadata={"help": "SFT warm-up steps (0: none)"})
+    grpo_steps: int = field(default=GRPO_STEPS, metadata={"help": "GRPO steps (0: none)"})
+    eval_generations: int = field(
+        default=8, metadata={"help": "episodes per held-out task in each evaluation (0: none)"}
+    )
+    out: str | None = field(
+        default=None, metadata={"help": "a new folder for the run (default: runs/train/<time>)"}
+    )
+    lora: bool | None = field(
+        default=None, metadata={"help": "LoRA instead of full tuning (default: where it must)"}
+    )
+    thinking: bool = field(default=False, metadata={"help": "Qwen3's enable_thinking"})
+    max_completion_length: int | None = field(
+        default=None, metadata={"help": "tokens per episode (default: the game's budget)"}
+    )
+    per_device_train_batch_size: int | None = field(
+        default=None, metadata={"help": "GRPO rollouts per process per step (default: recipe's)"}
+    )
+    num_generations: int | None = field(
+        default=None, metadata={"help": "GRPO rollouts per task (default: the recipe's)"}
+    )
+    report_to: str = field(default="none", metadata={"help": "none or trackio"})
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run :class:`Args`; return (and, on rank 0, write to ``summary.json``) the figures."""
+    import dataclasses
+    import json
+
+    import datasets
+    from accelerate import PartialState
+    from transformers.utils import logging
+    from trl import TrlParser
+
+    from kit.evaluate import evaluate
+    from kit.models import save
+    from kit.runs import run_dir
+
+    (args,) = TrlParser(dataclass_types=[Args]).parse_args_into_dataclasses(args=argv)
+    datasets.disable_progress_bars()
+    logging.disable_progress_bar()
+    state = PartialState()
+    # one new folder for the run: rank 0 makes it, the other ranks are told its name
+    made = [None]
+    if state.is_main_process:
+        made = [str(run_dir(Path(args.out) if args.out else None, Path("runs/train")))]
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        broadcast_object_list(made)
+    folder = Path(made[0])
+    r = recipe(args.model, args.game, None, args.lora, args.thinking, args.max_completion_length)
+    batch = {
+        key: value
+        for key in ("per_device_train_batch_size", "num_generations")
+        if (value := getattr(args, key)) is not None
+    }
+    r = dataclasses.replace(r, grpo={**r.grpo, **batch})
+    if state.is_main_process:
+        print(r, flush=True)
+    model, tokenizer = r.load_model(args.seed)
+    summary: dict[str, Any] = {"args": vars(args), "recipe": str(r), "evaluations": {}}
+
+    def measure(name: str) -> None:
+        if args.eval_generations and state.is_main_process:
+            result = evaluate(
+                model,
+                args.game,
+                tokenizer,
+                num_generations=args.eval_generations,
+                greedy=False,
+                seed=args.seed,
+                name=name,
+                **r.evaluation,
+            )
+            summary["evaluations"][name] = result.records()
+            print(result, flush=True)
+
+    measure("base")
+    if args.sft_steps:
+        sft = {"peft_config": r.peft_config, "report_to": args.report_to, **r.sft}
+        warm_up(model, tokenizer, args.game, args.sft_steps, args.seed, folder / "sft", **sft)
+        if state.is_main_process:
+            save(model, tokenizer, folder / "sft-model")
+        measure("SFT")
+    if args.grpo_steps:
+        settings = {"peft_config": r.peft_config, "report_to": args.report_to}
+        _, capture = grpo(
+            model,
+            tokenizer,
+            args.game,
+            args.grpo_steps,
+            args.seed,
+            folder / "grpo",
+            **settings,
+            **r.grpo,
+        )
+        # every rank records the rollouts it trained on: its share of each batch
+        captured = [
+            {"task": t.task, "reward": t.reward, "advantage": t.advantage}
+            for t in capture.trajectories
+        ]
+        rank_file = folder / f"captured-rank{state.process_index}.json"
+        rank_file.write_text(json.dumps(captured) + "\n")
+        if state.is_main_process:
+            save(model, tokenizer, folder / "grpo-model")
+        measure("SFT + GRPO")
+    if state.is_main_process:
+        (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        print(f"wrote {folder}", flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    main()

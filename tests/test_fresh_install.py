@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -97,16 +98,7 @@ for _name in list(sys.modules):  # anything a .pth file imported before this ran
 
 
 def _requirements(extra: str) -> list[str]:
-    """The extra's requirements as pyproject.toml states them now (what `pip install -e` reads),
-    falling back to the installed metadata where tomllib is missing (Python 3.10)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:
-        return [
-            text
-            for text in metadata.distribution("kit").requires or []
-            if Requirement(text).marker and Requirement(text).marker.evaluate({"extra": extra})
-        ]
+    """The extra's requirements as pyproject.toml states them now (what `pip install -e` reads)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     out = list(project.get("dependencies", []))

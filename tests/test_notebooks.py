@@ -74,9 +74,9 @@ def test_stored_notebook_is_a_full_run_executed_small_and_parametrised(path):
     assert first.metadata.get("tags") == ["parameters"]
     assert 'SMOKE = os.environ.get("KIT_SMOKE") == "1"' in first.source
     assert 'MODEL = "tiny"' in first.source
-    assert any(
-        'tiny_model(seed=SEED) if MODEL == "tiny" else load(MODEL)' in c.source for c in cells
-    )
+    # every choice that depends on the model and the machine comes from kit.train.recipe
+    assert any("RECIPE = recipe(MODEL, " in c.source for c in cells)
+    assert any("RECIPE.load_model(seed=SEED)" in c.source for c in cells)
     assert 'if importlib.util.find_spec("kit") is None:' in cells[1].source  # Colab install
     assert "REPORT_TO = setup(RUN, SMOKE, trackio=TRACKIO)" in cells[2].source
     # what a reader sees on GitHub is a real run: kit.notebook.setup says which run it was
@@ -125,18 +125,17 @@ def test_full_run_parameters_are_the_kits_recipes(path, monkeypatch):
     """The parameter cell must be plain literals (papermill rewrites it, and on Colab it runs
     before the kit is installed), so it cannot import the recipes: this keeps the two equal."""
     from kit.evaluate import BUDGETS
-    from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
+    from kit.train import GRPO_STEPS, SFT_STEPS
 
     monkeypatch.delenv("KIT_SMOKE", raising=False)
     monkeypatch.delenv("KIT_CHECKPOINTS", raising=False)
     full = _parameters(path)
     assert full["SMOKE"] is False and full["MODEL"] == "tiny" and full["SEED"] == 0
     games = [full["GAME"]] if "GAME" in full else list(full.get("TASKS", ()))
-    assert games and all(full["BUDGET"] == BUDGETS[game] for game in games)
-    if "GRPO_STEPS" in full:
-        assert full["GRPO_LEARNING_RATE"] == GRPO["learning_rate"]
+    assert games and full["BUDGET"] is None  # the game's own (kit.evaluate.BUDGETS)
+    assert len({BUDGETS[game] for game in games}) == 1  # one recipe's budget serves them all
     if "GAME" in full:  # one game: notebook 1's warm-up and notebook 2's GRPO run
-        assert full["SFT_STEPS"] == SFT_STEPS and full["LEARNING_RATE"] == SFT["learning_rate"]
+        assert full["SFT_STEPS"] == SFT_STEPS
         if "GRPO_STEPS" in full:
             assert full["GRPO_STEPS"] == GRPO_STEPS
         if "SAMPLES" in full:
@@ -145,6 +144,49 @@ def test_full_run_parameters_are_the_kits_recipes(path, monkeypatch):
         assert full["CHECKPOINTS"] == "runs/notebooks"
         monkeypatch.setenv("KIT_CHECKPOINTS", "/elsewhere")
         assert _parameters(path)["CHECKPOINTS"] == "/elsewhere"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_training_and_evaluation_take_the_recipe_not_numbers_of_their_own(path):
+    """A hub model on a GPU gets its learning rates, precision, LoRA and budgets from
+    kit.train.recipe: a training or evaluation call that hard-codes one would wreck it."""
+    source = "\n".join(cell.source for cell in _code(nbformat.read(path, as_version=4)))
+    for number in ("learning_rate=", "max_completion_length=BUDGET,", "temperature="):
+        assert number not in source, number
+    calls = [
+        call for call in ("sft_trainer(", "warm_up(", "grpo(", "GRPOTrainer(") if call in source
+    ]
+    for call in calls:
+        block = source.split(call, 1)[1].split("\n)", 1)[0]
+        assert "peft_config=RECIPE.peft_config" in block, (call, block)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_colab_badge_and_install_cell_name_the_one_repository_url(path):
+    import tomllib
+
+    url = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    notebook = nbformat.read(path, as_version=4)
+    install = _code(notebook)[1].source
+    assert f'KIT_REPO = "{url}"' in install
+    assert 'if "/OWNER/" in KIT_REPO:' in install  # a placeholder stops with a clear message
+    assert 'f"kit[colab] @ git+{KIT_REPO}"' in install  # Colab has its own Jupyter
+    owner_repo = url.removeprefix("https://github.com/")
+    badge = f"https://colab.research.google.com/github/{owner_repo}/blob/main/notebooks/{path.name}"
+    assert badge in notebook.cells[0].source
+    assert badge in (ROOT / "README.md").read_text()
+
+
+def test_the_install_cell_refuses_the_placeholder_url_before_calling_pip(monkeypatch):
+    """On Colab, where kit is not importable yet, the unchanged cell raises at once."""
+    import importlib.util
+    import subprocess
+
+    notebook = nbformat.read(NOTEBOOKS[0], as_version=4)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.setattr(subprocess, "check_call", lambda *a, **k: pytest.fail("pip was called"))
+    with pytest.raises(RuntimeError, match="set KIT_REPO"):
+        exec(_code(notebook)[1].source, {})  # noqa: S102
 
 
 def test_the_test_session_keeps_smoke_checkpoints_out_of_the_repository():

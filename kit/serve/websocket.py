@@ -453,7 +453,7 @@ async def _refuse(websocket: WebSocket, code: str, message: str, close: int, **e
     """Send one error frame, then close; a client that is gone or never reads costs nothing."""
     try:
         await asyncio.wait_for(websocket.send_text(_error_frame(code, message, **extra)), 10)
-    except (WebSocketDisconnect, RuntimeError, OSError, asyncio.TimeoutError):
+    except (TimeoutError, WebSocketDisconnect, RuntimeError, OSError):
         pass
     await _close(websocket, close)
 
