@@ -22,8 +22,8 @@ pytest.importorskip("torch")
 pytest.importorskip("hatchling")  # the build backend, taken from this machine (no download)
 
 
-def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, check=False, cwd=cwd)
 
 
 @pytest.mark.slow
@@ -49,6 +49,7 @@ def test_colab_install_from_git_keeps_the_runtimes_torch(tmp_path):
     assert after == before  # the same torch, from the same place
     own = list((venv / "lib").glob("python*/site-packages/torch"))
     assert not own, "pip installed a torch of its own into the venv"
-    where = _run(python, "-c", "import kit, kit.train; print(kit.__file__)")
+    # from the venv's folder: run from the checkout, `import kit` would find the checkout's
+    where = _run(python, "-c", "import kit, kit.train; print(kit.__file__)", cwd=venv)
     assert where.returncode == 0, where.stderr[-2000:]
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
