@@ -614,19 +614,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kit.models import save
     from kit.runs import run_dir
 
-    (args,) = TrlParser(dataclass_types=[Args]).parse_args_into_dataclasses(args=argv)
+    parser = TrlParser(dataclass_types=[Args])
+    (args,) = parser.parse_args_into_dataclasses(args=argv)
     datasets.disable_progress_bars()
     logging.disable_progress_bar()
     state = PartialState()
-    # one new folder for the run: rank 0 makes it, the other ranks are told its name
-    made = [None]
+    # one new folder for the run: rank 0 makes it and tells the other ranks its name, or why not
+    made: list[Any] = [None]
     if state.is_main_process:
-        made = [str(run_dir(Path(args.out) if args.out else None, Path("runs/train")))]
+        try:
+            made = [Path(run_dir(Path(args.out) if args.out else None, Path("runs/train")))]
+        except ValueError as error:
+            made = [str(error)]
     if state.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 
         broadcast_object_list(made)
-    folder = Path(made[0])
+    if not isinstance(made[0], Path):
+        parser.error(made[0])  # every rank stops, with the message, rather than wait
+    folder = made[0]
     r = recipe(args.model, args.game, None, args.lora, args.thinking, args.max_completion_length)
     batch = {
         key: value

@@ -175,6 +175,10 @@ def test_a_rerun_resumes_from_the_last_checkpoint(tmp_path, capsys):
     assert f"resuming from {tmp_path / 'checkpoint-2'}" in capsys.readouterr().out
     assert [entry["step"] for entry in losses] == [1, 2, 3, 4]  # 1-2 restored, 3-4 trained
     assert (tmp_path / "checkpoint-4").is_dir()
+    capsys.readouterr()
+    again = warm_up(tiny_model(seed=0)[0], tokenizer, "catch", 2, 0, tmp_path, logging_steps=1)
+    assert "resuming" not in capsys.readouterr().out  # saves nothing: starts afresh
+    assert [entry["step"] for entry in again] == [1, 2]
 
 
 def test_lora_grpo_trains_and_merges(tmp_path):
@@ -234,10 +238,6 @@ def test_evaluation_renders_with_the_recipes_template_kwargs():
     (without,) = plain.trajectories
     assert with_kwargs.prompt_ids[-len(empty_think) :] == empty_think
     assert with_kwargs.prompt_ids[: -len(empty_think)] == without.prompt_ids
-    capsys.readouterr()
-    again = warm_up(tiny_model(seed=0)[0], tokenizer, "catch", 2, 0, tmp_path, logging_steps=1)
-    assert "resuming" not in capsys.readouterr().out  # saves nothing: starts afresh
-    assert [entry["step"] for entry in again] == [1, 2]
 
 
 def test_the_readmes_profile_table_is_the_code_s():

@@ -88,4 +88,4 @@ def test_the_readmes_deepspeed_and_fsdp_configs_ship_with_trl():
     for name in ("zero2.yaml", "zero3.yaml", "fsdp2.yaml", "multi_gpu.yaml"):
         assert (folder / name).is_file(), name
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "/accelerate_configs/zero3.yaml" in readme
+    assert "/accelerate_configs/zero2.yaml" in readme
