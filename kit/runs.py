@@ -13,8 +13,11 @@ nothing of an earlier run is mixed into, or lost under, the new one.
 from __future__ import annotations
 
 import itertools
+import math
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
 STAMP = "%Y%m%d-%H%M%S"
 
@@ -54,3 +57,27 @@ def _mkdir(folder: Path, exist_ok: bool) -> None:
         folder.mkdir(parents=True, exist_ok=exist_ok)
     except (FileExistsError, NotADirectoryError) as error:  # a file in the way
         raise ValueError(f"cannot create the folder {folder}: {error.strerror}") from error
+
+
+def quiet() -> None:
+    """Keep a run's output to its own lines: no per-map progress bars from ``datasets`` and
+    ``transformers``, and no warning about transformers' renamed gradient-checkpointing API,
+    which TRL 1.16 still calls on every training run."""
+    import datasets
+    from transformers.utils import logging
+
+    datasets.disable_progress_bars()
+    logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*checkpointing.*")
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (an undefined rate: no trials) replaced by None,
+    for a ``summary.json``: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value

@@ -605,19 +605,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import dataclasses
     import json
 
-    import datasets
     from accelerate import PartialState
-    from transformers.utils import logging
     from trl import TrlParser
 
     from kit.evaluate import evaluate
     from kit.models import save
-    from kit.runs import run_dir
+    from kit.runs import quiet, run_dir
 
     parser = TrlParser(dataclass_types=[Args])
     (args,) = parser.parse_args_into_dataclasses(args=argv)
-    datasets.disable_progress_bars()
-    logging.disable_progress_bar()
+    quiet()
     state = PartialState()
     # one new folder for the run: rank 0 makes it and tells the other ranks its name, or why not
     made: list[Any] = [None]
