@@ -522,20 +522,7 @@ _SPLITS_CARD = """# Fixed task splits
 
 Made by `kit.data.make_splits()`; regenerate with `python -m kit.data --write data/`.
 
-- `wordle.json`: the 156 secrets of `data/wordle/secrets.txt` shuffled with
-  `random.Random({seed})`; the first {wordle_eval} are held out (`eval`), the other {wordle_train}
-  are `train`. SFT sets and `task_dataset("wordle", "train")` use only `train`, as tasks and
-  as guesses: the SFT solver guesses from the train list alone, so no eval secret appears in
-  any training file, in any form.
-- `sudoku.json`: {sudoku_eval} eval puzzles ({difficulty!r} difficulty, TextArena's clue count),
-  from engine seeds {first}..{last}. Training puzzles come from seeds below {first} and are
-  never equal to an eval puzzle; a few may share a bank puzzle with one up to relabelling and
-  row/column permutations (the engine disguises 1000 base puzzles per difficulty).
-- `catch.json`: (board height, ball column) tasks on OpenSpiel's {catch_columns} columns. `train`
-  heights {catch_train}, `eval` heights {catch_eval} (OpenSpiel's default board is 10 x 5): no
-  training set plays a board of an eval height, so every eval episode is on a board the model
-  never saw.
-- Echo has no task.
+{games}
 
 What each eval split holds out (`kit.data.HELD_OUT`; `kit.data.leaks(game, rows)` lists any
 training row that shows an eval task, and `tests/test_heldout.py` runs it on every set):
@@ -548,8 +535,6 @@ Licence: Apache-2.0. The secrets are Ogden's Basic English nouns as TextArena se
 
 def write(root: Path) -> list[Path]:
     """Write ``data/splits`` and ``data/sft`` under ``root``; return the files written."""
-    from kit.builtin import catch, sudoku  # the card describes the built-in games' splits
-
     splits = make_splits()
     written = []
     folder = root / "splits"
@@ -558,17 +543,11 @@ def write(root: Path) -> list[Path]:
         path = folder / f"{name}.json"
         path.write_text(json.dumps(split, indent=1) + "\n", encoding="utf-8")
         written.append(path)
+    specs = [registry.game(game) for game in registry.BUILTIN]
     card = _SPLITS_CARD.format(
-        seed=SPLIT_SEED,
-        wordle_eval=len(splits["wordle"]["eval"]),
-        wordle_train=len(splits["wordle"]["train"]),
-        sudoku_eval=len(splits["sudoku"]["eval"]),
-        difficulty=sudoku.SUDOKU_DIFFICULTY,
-        first=splits["sudoku"]["eval_seeds"][0],
-        last=splits["sudoku"]["eval_seeds"][1],
-        catch_columns=catch.CATCH_COLUMNS,
-        catch_train=list(catch.CATCH_TRAIN_ROWS),
-        catch_eval=list(catch.CATCH_EVAL_ROWS),
+        games="\n".join(
+            f"- {spec.split_card(splits.get(spec.name))}" for spec in specs if spec.split_card
+        ),
         held_out="\n".join(
             textwrap.fill(f"- {game}: {HELD_OUT[game]}.", width=96, subsequent_indent="  ")
             for game in registry.BUILTIN

@@ -94,6 +94,8 @@ class GameSpec:
     # The SFT set's card, from its rows: a note on its tasks, and lines of its own.
     card_notes: Callable[[Sequence[Mapping[str, Any]]], tuple[str, str]] = _no_notes
     splits: Callable[[], dict[str, Any]] | None = None  # what data/splits/<name>.json holds
+    # its paragraph of data/splits/README.md, from what ``splits()`` returned (None: no splits)
+    split_card: Callable[[dict[str, Any] | None], str] | None = None
     server: str | None = None  # "module:Class" of its OpenEnv server (kit.serve, optional)
 
     def __post_init__(self) -> None:

@@ -36,6 +36,13 @@ def _splits() -> dict[str, Any]:
     return {"columns": CATCH_COLUMNS, **tasks}
 
 
+def _split_card(split: dict[str, Any] | None) -> str:
+    return f"""`catch.json`: (board height, ball column) tasks on OpenSpiel's {CATCH_COLUMNS} columns. `train`
+  heights {list(CATCH_TRAIN_ROWS)}, `eval` heights {list(CATCH_EVAL_ROWS)} (OpenSpiel's default board is 10 x 5): no
+  training set plays a board of an eval height, so every eval episode is on a board the model
+  never saw."""
+
+
 def _to_tool_call(action: str) -> Move:
     direction = action.strip().strip("[]").upper()
     return ("stay", {}) if direction == "STAY" else ("move", {"direction": direction})
@@ -169,6 +176,7 @@ SPEC = register(
         # games than random play); not measured again at 5e-4.
         sft={"num_games": 200, "seed": 0, "noise": 0.0, "reasoning": False},
         splits=_splits,
+        split_card=_split_card,
         server="kit.serve.catch:CatchEnvironment",
     )
 )

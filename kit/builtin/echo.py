@@ -77,6 +77,7 @@ SPEC = register(
         random_move=_random_move,
         closing=lambda env: "Message sent.",
         held_out="nothing to hold out: Echo has no task",
+        split_card=lambda split: "Echo has no task.",
         draw=lambda rng, difficulty: itertools.repeat(None),
         sizes={"train": 100, "eval": 20},
         ends=False,

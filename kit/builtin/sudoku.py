@@ -48,6 +48,15 @@ def _splits() -> dict[str, Any]:
     }
 
 
+def _split_card(split: dict[str, Any] | None) -> str:
+    assert split is not None
+    first, last = split["eval_seeds"]
+    return f"""`sudoku.json`: {len(split["eval"])} eval puzzles ({split["difficulty"]!r} difficulty, TextArena's clue count),
+  from engine seeds {first}..{last}. Training puzzles come from seeds below {first} and are
+  never equal to an eval puzzle; a few may share a bank puzzle with one up to relabelling and
+  row/column permutations (the engine disguises 1000 base puzzles per difficulty)."""
+
+
 def _draw(rng: random.Random, difficulty: str | None) -> Iterator[str]:
     """Training puzzles from seeds below the eval ones, never an eval puzzle nor a repeat."""
     seen = set(load_split("sudoku")["eval"])  # held out, and then every puzzle dealt
@@ -203,6 +212,7 @@ SPEC = register(
         leaks=_leaks,
         sft={"num_games": 200, "seed": 0, "noise": 0.0, "difficulty": _SFT_DIFFICULTY},
         splits=_splits,
+        split_card=_split_card,
         server="kit.serve.sudoku:SudokuEnvironment",
     )
 )

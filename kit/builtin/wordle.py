@@ -51,6 +51,15 @@ def _splits() -> dict[str, Any]:
     }
 
 
+def _split_card(split: dict[str, Any] | None) -> str:
+    assert split is not None
+    return f"""`wordle.json`: the 156 secrets of `data/wordle/secrets.txt` shuffled with
+  `random.Random({split["seed"]})`; the first {len(split["eval"])} are held out (`eval`), the other {len(split["train"])}
+  are `train`. SFT sets and `task_dataset("wordle", "train")` use only `train`, as tasks and
+  as guesses: the SFT solver guesses from the train list alone, so no eval secret appears in
+  any training file, in any form."""
+
+
 def _reason(messages: list[Message], call: Move) -> str:
     word = call[1]["word"]
     history = [m.groups() for text in texts(messages) for m in _FEEDBACK.finditer(text)]
@@ -210,6 +219,7 @@ SPEC = register(
         sft={"num_games": 300, "seed": 0, "noise": 0.0},
         card_notes=_card_notes,
         splits=_splits,
+        split_card=_split_card,
         server="kit.serve.wordle:WordleEnvironment",
     )
 )
