@@ -53,7 +53,7 @@ from typing import Any
 from kit.data import HELD_OUT, TaskProvider
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, compare, evaluate, text_table
-from kit.runs import finite, quiet
+from kit.runs import finite, quiet_libraries
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
 
 GRPO_FIGURES = (
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = _parse(argv)
     started = time.perf_counter()
-    quiet()
+    quiet_libraries()
     import torch
 
     # GRPO on a CPU repeats exactly only at the same number of threads (the sums in a matmul are

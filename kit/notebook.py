@@ -20,9 +20,9 @@ def setup(run: str, smoke: bool, trackio: bool = False, project: str = "kit") ->
     embed a dashboard, on Colab behind a public link. Prints one line saying whether this is a
     smoke run or a full run, so that a stored output says which it is.
     """
-    from kit.runs import quiet
+    from kit.runs import quiet_libraries
 
-    quiet()
+    quiet_libraries()
     report_to = "none"
     if trackio:
         import trackio as tracker

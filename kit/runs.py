@@ -1,4 +1,5 @@
-"""Run folders: one new folder per run, never shared and never overwritten.
+"""Run folders: one new folder per run, never shared and never overwritten; and the two things
+every run does to what it prints and writes (``quiet_libraries``, ``finite``).
 
 Why: a run writes a checkpoint, a summary and logs into its folder. A default name made of the
 time stamp alone (``runs/demo/<YYYYmmdd-HHMMSS>``) is the same for two runs started in the same
@@ -59,7 +60,7 @@ def _mkdir(folder: Path, exist_ok: bool) -> None:
         raise ValueError(f"cannot create the folder {folder}: {error.strerror}") from error
 
 
-def quiet() -> None:
+def quiet_libraries() -> None:
     """Keep a run's output to its own lines: no per-map progress bars from ``datasets`` and
     ``transformers``, and no warning about transformers' renamed gradient-checkpointing API,
     which TRL 1.16 still calls on every training run."""

@@ -610,11 +610,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     from kit.evaluate import evaluate
     from kit.models import save
-    from kit.runs import quiet, run_dir
+    from kit.runs import quiet_libraries, run_dir
 
     parser = TrlParser(dataclass_types=[Args])
     (args,) = parser.parse_args_into_dataclasses(args=argv)
-    quiet()
+    quiet_libraries()
     state = PartialState()
     # one new folder for the run: rank 0 makes it and tells the other ranks its name, or why not
     made: list[Any] = [None]

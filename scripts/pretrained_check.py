@@ -128,11 +128,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may come from the hub
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from kit.runs import finite, quiet
+    from kit.runs import finite, quiet_libraries
 
     args = _parse(argv)
     started = time.perf_counter()
-    quiet()
+    quiet_libraries()
     import torch
 
     if args.threads:
