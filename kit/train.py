@@ -221,7 +221,7 @@ def recipe(
             game,
             device,
             tiny_model()[0].num_parameters(),
-            _lora_config() if lora else None,  # full tuning unless asked: 0.4M parameters fit
+            lora_config() if lora else None,  # full tuning unless asked: 0.4M parameters fit
             {},
             dict(SFT),
             {**limits, **GRPO},
@@ -241,7 +241,7 @@ def recipe(
     thinking_kwargs = {"enable_thinking": thinking} if "enable_thinking" in template else None
     rates = LORA_LEARNING_RATES if lora else PRETRAINED_LEARNING_RATES
     on_gpu = {**CHECKPOINTING, "gradient_checkpointing": True} if device.gpu else {}
-    peft_config = _lora_config() if lora else None
+    peft_config = lora_config() if lora else None
     vllm = {}
     if device.gpu and importlib.util.find_spec("vllm") is not None:
         vllm = {
@@ -279,7 +279,8 @@ def recipe(
     )
 
 
-def _lora_config() -> Any:
+def lora_config() -> Any:
+    """A ``peft.LoraConfig`` of :data:`LORA`, the kit's LoRA, for ``peft_config=``."""
     from peft import LoraConfig
 
     return LoraConfig(task_type="CAUSAL_LM", **LORA)

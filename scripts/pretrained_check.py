@@ -137,11 +137,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from peft import LoraConfig
-
     from kit.evaluate import evaluate, text_table
     from kit.models import load, smollm2
-    from kit.train import LORA, grpo, warm_up
+    from kit.train import grpo, lora_config, warm_up
 
     seconds: dict[str, float] = {}
     memory: dict[str, float] = {}
@@ -191,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("1. evaluate the stock model on the held-out tasks", flush=True)
     evaluations = [measure("stock")]
 
-    lora = LoraConfig(task_type="CAUSAL_LM", **LORA)
+    lora = lora_config()
     print(
         f"2. SFT warm-up with LoRA: {args.sft_steps} steps at {args.sft_learning_rate:g}",
         flush=True,
@@ -229,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             args.grpo_steps,
             args.seed,
             args.out / "grpo",
-            peft_config=LoraConfig(task_type="CAUSAL_LM", **LORA),
+            peft_config=lora_config(),  # a fresh one: PEFT keeps and edits the one it got
             per_device_train_batch_size=args.grpo_batch,
             num_generations=args.grpo_generations,
             learning_rate=args.grpo_learning_rate,
