@@ -4,7 +4,8 @@ Importing this module registers the game as ``"guess_number"``; from then on eve
 kit plays it by name, with no edit to ``kit/``::
 
     import examples.guess_number  # noqa: F401  (registers the game)
-    from kit.data import sft_dataset, task_dataset
+    from kit.sft import sft_dataset
+    from kit.tasks import task_dataset
 
     rows = task_dataset("guess_number", "train")   # GRPO rows: prompt + target
     sft = sft_dataset("guess_number", num_games=20) # the solver's games, as TRL renders them
@@ -21,11 +22,11 @@ from __future__ import annotations
 import random
 import re
 
-from kit.data import ending
 from kit.envs import GameEnv, as_int
 from kit.games import Step
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import called_tool, failed_calls, guesses_left, won
+from kit.sft import ending
 from kit.solvers.policies import texts
 
 LOW, HIGH, MAX_GUESSES = 1, 100, 7  # 7 guesses: enough for halving 1..100, none to spare

@@ -8,14 +8,14 @@
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
 every tool-calling recipe uses and measures the model after each, on tasks no phase trained on
-(``kit.data.HELD_OUT``: for Catch, whole board heights), always with the same decoding:
+(``kit.tasks.HELD_OUT``: for Catch, whole board heights), always with the same decoding:
 
 1. evaluate the randomly initialised model: it never makes a tool call;
 2. SFT warm-up on the shipped solver-played conversations (``kit.train.warm_up``), because GRPO
    learns nothing from a model that never calls a tool (every reward of a group is equal);
 3. evaluate again;
 4. GRPO from the warmed-up model with the game's default reward (``kit.train.grpo``), every
-   batch recorded by ``kit.masks.Capture``;
+   batch recorded by ``kit.capture.Capture``;
 5. evaluate again, and compare GRPO with its own SFT starting point, paired over the same
    tasks (``kit.evaluate.compare``: difference, 95% interval, p-value).
 
@@ -50,10 +50,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kit.data import HELD_OUT, TaskProvider
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, compare, evaluate, text_table
 from kit.runs import finite, quiet_libraries
+from kit.tasks import HELD_OUT, TaskProvider
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
 
 GRPO_FIGURES = (
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("1. evaluate the random tiny model", flush=True)
     base = measure("base")
 
-    print(f"2. SFT warm-up: {args.sft_steps} steps on kit.data.load_sft({game!r})", flush=True)
+    print(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
     clock = time.perf_counter()
     losses = warm_up(model, tokenizer, game, args.sft_steps, seed, out / "sft")
     seconds["SFT"] = time.perf_counter() - clock

@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.data import TURN_LIMITS, TaskProvider
 from kit.envs import ENVS
 from kit.episode import run_episode
 from kit.rewards import default_reward, flat_groups
 from kit.solvers.policies import PolicyFactory, noisy_policy, random_policy, solver_policy
+from kit.tasks import TURN_LIMITS, TaskProvider, check_count
 
 TOTAL = "total"
 
@@ -221,19 +221,18 @@ def diagnose(
     arguments: ``prompts``, ``completions``, ``environments``, every dataset column, and no-op
     ``log_extra`` / ``log_metric`` (there are no token ids: ``completion_ids`` is not passed).
     ``policies``: ``{name: factory}`` in the order a good reward ranks them (default: solver,
-    noisy solver at 0.3, random). ``tasks``: dataset rows (default: ``kit.data`` train tasks);
+    noisy solver at 0.3, random). ``tasks``: dataset rows (default: ``kit.tasks`` train tasks);
     group ``g`` plays row ``g``. ``reward_weights``: as ``GRPOConfig``'s, for the total.
     ``max_tool_calling_iterations``: tool-calling rounds per episode (default:
-    ``kit.data.TURN_LIMITS``).
+    ``kit.tasks.TURN_LIMITS``).
     Episodes end when the game does; the same seed gives the same report.
     """
     env_cls = ENVS.get(env) if isinstance(env, str) else env
     if env_cls is None or not hasattr(env_cls, "game_name"):
         raise ValueError(f"env must be one of {sorted(ENVS)} or a kit.envs class, got {env!r}")
     game = env_cls.game_name
-    for label, value in (("groups", groups), ("num_generations", num_generations)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be an int >= 1, got {value!r}")
+    check_count("groups", groups)
+    check_count("num_generations", num_generations)
     functions = _reward_functions(rewards, game)
     weights = (
         [1.0] * len(functions) if reward_weights is None else [float(w) for w in reward_weights]

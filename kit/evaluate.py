@@ -49,12 +49,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit import registry
-from kit.data import TURN_LIMITS, TaskProvider, prompt
 from kit.envs import ENVS
 from kit.episode import Message, replay, reset, run_episode
 from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.solvers.policies import PolicyFactory
+from kit.tasks import TURN_LIMITS, TaskProvider, check_count, prompt
 from kit.trajectory import Trajectory, tool_calls
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -463,12 +463,12 @@ def evaluate(
     ``player``: a model (with a ``generate`` method, or a ``vllm.LLM``; needs ``tokenizer``) or a
     ``kit.solvers.policies`` factory such as ``solver_policy()``; a policy's episodes get token
     ids (for ``kit.viz`` and the token count) when a ``tokenizer`` is given. ``game``: a name or
-    several. Tasks: ``kit.data.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
+    several. Tasks: ``kit.tasks.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
     with the reset columns) for a single game; a row without a ``prompt`` gets the game's
-    (``kit.data.prompt``), the one its training rows carry, not TRL's empty one. ``greedy``
+    (``kit.tasks.prompt``), the one its training rows carry, not TRL's empty one. ``greedy``
     defaults to ``num_generations == 1``; sampled play uses ``temperature``.
     ``max_completion_length`` defaults to :data:`BUDGETS`, ``max_tool_calling_iterations`` to
-    ``kit.data.TURN_LIMITS``, ``rewards`` to each game's ``default_reward``. ``seed`` fixes the
+    ``kit.tasks.TURN_LIMITS``, ``rewards`` to each game's ``default_reward``. ``seed`` fixes the
     task subset, the sampling and the bootstrap. ``chat_template_kwargs`` go to the model's chat
     template, as ``GRPOConfig``'s do (``{"enable_thinking": False}`` for Qwen3:
     ``kit.train.recipe`` sets it).
@@ -560,12 +560,7 @@ def _check(
         )
     if tasks is not None and (len(games) != 1 or not tasks):
         raise ValueError("tasks= needs exactly one game and at least one row")
-    if (
-        isinstance(num_generations, bool)
-        or not isinstance(num_generations, int)
-        or num_generations < 1
-    ):
-        raise ValueError(f"num_generations must be an int >= 1, got {num_generations!r}")
+    check_count("num_generations", num_generations)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
 

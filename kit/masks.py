@@ -12,7 +12,7 @@ loss saw:
 * :func:`build` turns a finished conversation into ``prompt_ids``, ``completion_ids`` and
   ``tool_mask`` (TRL's names and meanings), as a :class:`kit.trajectory.Trajectory` whose
   ``spans(tokenizer)`` give the text, ids, source and turn of every run of tokens.
-* :class:`kit.capture.Capture` (importable from here too) records what a running
+* :class:`kit.capture.Capture` records what a running
   ``GRPOTrainer`` actually trained on, batch by batch: the other side of the comparison.
 * :func:`chat_template`, :func:`prompt_ids` and :func:`tool_suffix_ids` are TRL's own steps,
   shared with ``kit.rollout`` (``kit.envs.env_tools`` is the one that lists an env's tools);
@@ -32,10 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.capture import Batch as Batch  # re-exported: Capture lived here
-from kit.capture import Capture as Capture
 from kit.envs import ENVS, env_tools
-from kit.envs import env_name as env_name  # re-exported: it lived here
 from kit.trajectory import Trajectory, is_truncated, tool_calls
 
 Message = dict[str, Any]

@@ -76,10 +76,10 @@ def _prompts() -> list[str]:
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from kit.data import prompt
     from kit.episode import tool_schemas, with_observation
     from kit.games import GAMES
     from kit.registry import game
+    from kit.tasks import prompt
 
     texts = []
     for name in GAMES:

@@ -13,10 +13,10 @@ game of your own is registered from your own code, without editing the kit::
     from kit.registry import GameSpec, register
 
     register(GameSpec(name="guess_number", env=GuessEnv, engine=GuessNumber, ...))
-    kit.data.task_dataset("guess_number")   # and every other part of the kit
+    kit.tasks.task_dataset("guess_number")   # and every other part of the kit
 
 ``examples/guess_number.py`` is a whole game in one file. The kit's older name-keyed tables
-(``kit.envs.ENVS``, ``kit.data.TURN_LIMITS``, ``kit.evaluate.BUDGETS``, ...) are ``View``s of
+(``kit.envs.ENVS``, ``kit.tasks.TURN_LIMITS``, ``kit.evaluate.BUDGETS``, ...) are ``View``s of
 the registry, so they also list games registered after they were imported.
 """
 
@@ -63,7 +63,7 @@ class GameSpec:
     Tasks: ``tasks(split)`` is the split's fixed list of task values (any JSON-able value, e.g.
     a secret word), or None where the split's tasks are drawn afresh by ``draw(rng,
     difficulty)``; ``task(value)`` turns a value into the env's reset columns and the ground
-    truth as text. ``kit.data.TaskProvider`` builds every task set from these three.
+    truth as text. ``kit.tasks.TaskProvider`` builds every task set from these three.
     """
 
     name: str
@@ -90,7 +90,7 @@ class GameSpec:
     words: Callable[[str], Collection[str]] | None = None  # a split's word pool (Wordle)
     sft: Mapping[str, Any] = field(
         default_factory=lambda: {"num_games": 100, "seed": 0, "noise": 0.0}
-    )  # how the game's SFT set is made: kit.data.sft_examples's options
+    )  # how the game's SFT set is made: kit.sft.sft_examples's options
     # The SFT set's card, from its rows: a note on its tasks, and lines of its own.
     card_notes: Callable[[Sequence[Mapping[str, Any]]], tuple[str, str]] = _no_notes
     splits: Callable[[], dict[str, Any]] | None = None  # what data/splits/<name>.json holds

@@ -202,10 +202,10 @@ def recipe(
     """
     import importlib.util
 
-    from kit.data import TURN_LIMITS
     from kit.evaluate import BUDGETS
     from kit.hardware import count_parameters, detect, fits_full
     from kit.registry import game as game_spec
+    from kit.tasks import TURN_LIMITS
 
     game_spec(game)  # ValueError for an unknown game
     device = device or detect()
@@ -303,7 +303,7 @@ def sft_trainer(
     from datasets import concatenate_datasets
     from trl import SFTTrainer
 
-    from kit.data import load_sft
+    from kit.sft import load_sft
 
     games = [games] if isinstance(games, str) else list(games)
     data = concatenate_datasets([load_sft(game) for game in games])
@@ -376,19 +376,19 @@ def grpo(
     **overrides: Any,
 ) -> tuple[Any, Any]:
     """``steps`` GRPO steps on ``game``'s train tasks with its default reward, every batch
-    recorded by ``kit.masks.Capture``; ``where`` keeps only the tasks with these column values
-    (``kit.data.TaskProvider``); ``overrides`` change the recipe (:data:`GRPO`) or any
+    recorded by ``kit.capture.Capture``; ``where`` keeps only the tasks with these column values
+    (``kit.tasks.TaskProvider``); ``overrides`` change the recipe (:data:`GRPO`) or any
     ``GRPOConfig`` field (``max_completion_length`` defaults to ``kit.evaluate.BUDGETS``;
     :func:`recipe` gives a model's: ``grpo(..., peft_config=r.peft_config, **r.grpo)``);
     ``peft_config`` trains LoRA adapters, as in :func:`warm_up`. Trained with :func:`train`.
     Return ``(trainer, capture)``; the model is trained in place."""
     from trl import GRPOTrainer
 
-    from kit.data import TURN_LIMITS, task_dataset
+    from kit.capture import Capture
     from kit.envs import ENVS
     from kit.evaluate import BUDGETS
-    from kit.masks import Capture
     from kit.rewards import default_reward
+    from kit.tasks import TURN_LIMITS, task_dataset
 
     recipe = {
         "max_completion_length": BUDGETS[game],

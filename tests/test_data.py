@@ -1,4 +1,4 @@
-"""kit.data: fixed splits, task rows TRL can reset from, and SFT sets that replay exactly, render
+"""kit.tasks, kit.sft and kit.data: fixed splits, task rows TRL can reset from, and SFT sets that replay exactly, render
 as GRPO renders them, regenerate byte for byte and train with SFTTrainer."""
 
 from __future__ import annotations
@@ -10,19 +10,7 @@ import re
 import pytest
 
 from kit.builtin.wordle import wordle_secrets
-from kit.data import (
-    SHIPPED_SFT,
-    TaskProvider,
-    jsonl,
-    load_sft,
-    make_splits,
-    mixture_dataset,
-    prompt,
-    sft_dataset,
-    sft_examples,
-    task_dataset,
-    validate_example,
-)
+from kit.data import SHIPPED_SFT, jsonl
 from kit.envs import ENVS, env_tools
 from kit.episode import tool_schemas
 from kit.games import make
@@ -30,6 +18,8 @@ from kit.games.wordle import secrets
 from kit.paths import data_dir
 from kit.rewards import validate_environments
 from kit.scoring import compute_score
+from kit.sft import load_sft, sft_dataset, sft_examples, validate_example
+from kit.tasks import TaskProvider, make_splits, mixture_dataset, prompt, task_dataset
 from tests.scripted import tool_call
 
 GAMES = sorted(ENVS)

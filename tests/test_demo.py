@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("trl")
 
-from kit.data import HELD_OUT, TaskProvider  # noqa: E402
 from kit.evaluate import evaluate  # noqa: E402
 from kit.models import load, tiny_model  # noqa: E402
+from kit.tasks import HELD_OUT, TaskProvider  # noqa: E402
 from kit.train import GRPO  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -185,7 +185,7 @@ def test_compare_refuses_unpaired_tasks_and_per_call_metrics():
 @pytest.mark.slow
 def test_given_tasks_without_a_prompt_get_the_games_prompt(tiny):
     """Rows with only the reset columns are played with the prompt training rows carry."""
-    from kit.data import TaskProvider
+    from kit.tasks import TaskProvider
 
     model, tokenizer = tiny
     rows = [t.row() for t in TaskProvider("catch", "eval", 2)]

@@ -1,7 +1,7 @@
 """Held out means held out: no eval task reaches any training set, in any form.
 
 A win rate on the eval split says the model learnt the game only if it never saw an eval task:
-not as a task, not as an answer, not as a guess the SFT solver made. ``kit.data.leaks`` is the
+not as a task, not as an answer, not as a guess the SFT solver made. ``kit.tasks.leaks`` is the
 check, per game; each test here runs it on the shipped and on freshly generated training data,
 and each checker is shown to fail on a planted leak, so that a pass means something.
 """
@@ -18,21 +18,15 @@ from kit import registry
 from kit.builtin.catch import CATCH_COLUMNS, CATCH_EVAL_ROWS, CATCH_TRAIN_ROWS
 from kit.builtin.sudoku import SUDOKU_DIFFICULTY
 from kit.builtin.wordle import WORDLE_EVAL_SIZE, wordle_secrets
-from kit.data import (
-    HELD_OUT,
-    SHIPPED_SFT,
-    leaks,
-    load_sft,
-    mixture_dataset,
-    sft_examples,
-    task_dataset,
-)
+from kit.data import SHIPPED_SFT
 from kit.envs import ENVS
 from kit.games import make
 from kit.games.sudoku import DIFFICULTIES
 from kit.paths import data_dir
+from kit.sft import load_sft, sft_examples
 from kit.solvers.policies import noisy_policy, random_policy, solver_policy
 from kit.solvers.wordle import WordleSolver
+from kit.tasks import HELD_OUT, leaks, mixture_dataset, task_dataset
 
 EVAL_SECRETS = frozenset(wordle_secrets("eval"))
 FRESH_SEEDS = (1, 2, 3)
@@ -53,7 +47,7 @@ def test_every_game_says_what_it_holds_out() -> None:
         clues = f"({DIFFICULTIES[difficulty][1]} clues)"
         assert difficulty in HELD_OUT["sudoku"] and clues in HELD_OUT["sudoku"]
     card = (data_dir() / "splits" / "README.md").read_text(encoding="utf-8")
-    assert "kit.data.HELD_OUT" in card and "- echo: nothing to hold out" in card
+    assert "kit.tasks.HELD_OUT" in card and "- echo: nothing to hold out" in card
 
 
 # -- Wordle ---------------------------------------------------------------------------------------
@@ -146,7 +140,7 @@ def test_a_word_pool_is_wordle_only() -> None:
 
 # -- Catch ----------------------------------------------------------------------------------------
 def _board_heights(text: str) -> list[int]:
-    """Line counts of the Catch boards in ``text``, counted here independently of kit.data."""
+    """Line counts of the Catch boards in ``text``, counted here independently of kit.tasks."""
     heights, run = [], 0
     for line in text.split("\n"):
         if line and set(line) <= set(".ox") and len(line) == CATCH_COLUMNS:

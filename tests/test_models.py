@@ -83,9 +83,9 @@ def test_a_game_prompt_is_words_not_bytes(tiny, name):
     """The prompt every GRPO turn prefills again: the template's text, the tools' schemas and a
     board. Before the tokenizer learnt from rendered prompts it spelt their words out a few
     bytes at a time (about 2 characters per token; a Catch prompt was 716 tokens, now 379)."""
-    from kit.data import prompt
     from kit.episode import tool_schemas, with_observation
     from kit.registry import game
+    from kit.tasks import prompt
 
     _, tokenizer = tiny
     env_cls = game(name).env

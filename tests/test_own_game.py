@@ -21,19 +21,12 @@ pytest.importorskip("trl")
 
 
 from kit import registry  # noqa: E402
-from kit.data import (  # noqa: E402
-    HELD_OUT,
-    TURN_LIMITS,
-    TaskProvider,
-    leaks,
-    sft_dataset,
-    task_dataset,
-    validate_example,
-)
 from kit.envs import ENVS  # noqa: E402
 from kit.evaluate import BUDGETS, evaluate  # noqa: E402
 from kit.rewards import default_reward  # noqa: E402
+from kit.sft import sft_dataset, validate_example  # noqa: E402
 from kit.solvers.policies import random_policy, solver_policy  # noqa: E402
+from kit.tasks import HELD_OUT, TURN_LIMITS, TaskProvider, leaks, task_dataset  # noqa: E402
 from tests.scripted import ScriptedGeneration, tool_call  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +56,7 @@ def test_the_kit_does_not_import_the_game() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "kit.data" in modules and "kit.builtin.wordle" in modules
+    assert {"kit.tasks", "kit.sft", "kit.data"} <= set(modules) and "kit.builtin.wordle" in modules
 
 
 def test_registering_puts_the_game_in_every_table_of_the_kit(game: ModuleType) -> None:

@@ -91,10 +91,10 @@ def test_build_matches_one_grpo_step_token_for_token():
     from trl import GRPOTrainer
 
     from kit.capture import Capture
-    from kit.data import prompt
     from kit.envs import ENVS
     from kit.masks import build
     from kit.rewards import default_reward
+    from kit.tasks import prompt
     from kit.train import grpo_config
     from tests.scripted import ScriptedGeneration, tool_call
 

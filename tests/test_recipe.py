@@ -114,7 +114,7 @@ def test_an_a100_fine_tunes_fully_in_fp32_weights_with_bf16_autocast(hub_like):
 
 
 def test_the_tiny_recipe_is_the_measured_one():
-    from kit.data import TURN_LIMITS
+    from kit.tasks import TURN_LIMITS
 
     r = recipe("tiny", "catch", device=CPU)
     limits = {"max_completion_length": 1024, "max_tool_calling_iterations": TURN_LIMITS["catch"]}

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from kit.data import mixture_dataset, prompt
 from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv
 from kit.episode import Episode, assistant_message, call_tool
 from kit.games.wordle import feedback
@@ -32,6 +31,7 @@ from kit.rewards import (
     won,
 )
 from kit.scoring import compute_score, parse_tool_calls, reward_func, score, single_turn_reward
+from kit.tasks import mixture_dataset, prompt
 from kit.trajectory import Trajectory
 from tests.scripted import tool_call
 

@@ -2,7 +2,7 @@
 
 Two sources of trajectories, both real: episodes played on the envs and tokenized by
 ``kit.masks.build`` (TRL's own construction of ids and ``tool_mask``, NOTES §1) with the tiny
-model's tokenizer, and a batch captured by ``kit.masks.Capture`` from a real ``GRPOTrainer``
+model's tokenizer, and a batch captured by ``kit.capture.Capture`` from a real ``GRPOTrainer``
 step on CPU (only the model's sampling is scripted). The HTML is read back with the standard
 library's parser, so an unescaped ``<tool_call>`` or a lost token fails the tests.
 """
@@ -106,7 +106,7 @@ def captured_batch() -> tuple[list[Trajectory], Any]:
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from kit.masks import Capture
+    from kit.capture import Capture
     from kit.models import tiny_model
     from kit.train import grpo_config
     from tests.scripted import ScriptedGeneration

@@ -11,14 +11,15 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kit.data import ending, listing, load_split, task_of
 from kit.envs import GameEnv, as_text, shown
 from kit.episode import Episode
 from kit.games.catch import Catch
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import called_tool, failed_calls, partial_credit, won
+from kit.sft import ending
 from kit.solvers.catch import CatchSolver, last_board
 from kit.solvers.policies import latest
+from kit.tasks import listing, load_split, task_of
 
 # Eval heights are never trained on; 12 rows (11 moves) is the tallest board whose game fits
 # the 1,024-token budget.

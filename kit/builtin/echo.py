@@ -12,12 +12,12 @@ import string
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kit.data import task_of
 from kit.envs import GameEnv, as_text
 from kit.games.echo import EMPTY_MESSAGE, Echo
 from kit.registry import GameSpec, Move, MoveContext, register
 from kit.rewards import called_tool, env_reward, repeated_calls
 from kit.solvers.echo import EchoSolver
+from kit.tasks import task_of
 
 
 def _random_move(context: MoveContext) -> Move:

@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kit.data import ending, load_split, task_of
 from kit.envs import GameEnv, as_int
 from kit.episode import Episode
 from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
@@ -24,8 +23,10 @@ from kit.rewards import (
     repeated_calls,
     won,
 )
+from kit.sft import ending
 from kit.solvers.policies import latest
 from kit.solvers.sudoku import SudokuSolver, last_board
+from kit.tasks import load_split, task_of
 
 SUDOKU_EVAL_SIZE = 50
 SUDOKU_EVAL_SEED_BASE = 1_000_000  # eval puzzles come from seeds 1_000_000, 1_000_001, ...

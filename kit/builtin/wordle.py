@@ -12,7 +12,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from kit.data import SPLIT_SEED, check_split, ending, load_split, row_strings
 from kit.envs import GameEnv, as_text, shown
 from kit.episode import Episode
 from kit.games.wordle import Wordle, dictionary, secrets
@@ -26,8 +25,10 @@ from kit.rewards import (
     repeated_calls,
     won,
 )
+from kit.sft import ending
 from kit.solvers.policies import own_calls, texts
 from kit.solvers.wordle import WordleSolver
+from kit.tasks import SPLIT_SEED, check_split, load_split, row_strings
 
 WORDLE_EVAL_SIZE = 31  # a fifth of the 156 secrets
 _FEEDBACK = re.compile(r"You submitted \[(\w+)\]\.\nFeedback:\n[^\n]*\n([GYX](?: [GYX])*)")
@@ -138,8 +139,8 @@ def _card_notes(rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
         f" (the {WORDLE_EVAL_SIZE} held-out eval secrets never appear)",
         f"""
 - Guesses: the solver, and its blunders, guess only the {len(wordle_secrets("train"))} train secrets
-  (`kit.solvers.policies.noisy_policy(..., words=kit.data.wordle_secrets("train"))`), so no
-  eval secret appears anywhere in the file, not even as a probe; `kit.data.leaks("wordle",
+  (`kit.solvers.policies.noisy_policy(..., words=kit.builtin.wordle.wordle_secrets("train"))`), so no
+  eval secret appears anywhere in the file, not even as a probe; `kit.tasks.leaks("wordle",
   rows)` finds none. The solver needed {mean:.2f} guesses per game.""",
     )
 

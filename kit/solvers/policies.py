@@ -3,7 +3,7 @@
 Why: a reward has to be checked before GPU hours are spent on it, and SFT warm-up data has to
 look exactly like a GRPO rollout. Both need episodes played by players whose ranking is known,
 through the same ``kit.envs`` objects TRL hands to reward functions, in TRL's message format
-(``kit.episode.run_episode`` plays them). ``kit.diagnostics`` and ``kit.data`` are built on them.
+(``kit.episode.run_episode`` plays them). ``kit.diagnostics`` and ``kit.sft`` are built on them.
 
 A **policy** maps the conversation so far to the next assistant message, in the form TRL's
 response parser gives (``kit.episode``); a message without tool calls ends the episode, as a
@@ -18,7 +18,7 @@ well-formed move are each game's own (its ``GameSpec``: ``to_tool_call``, ``reas
 The scripted players read the game state from the observation text only (never from the env),
 so a blunder the noisy solver swaps in is seen, like any move, through the board or the feedback.
 For Wordle the scripted factories take ``words=``, the only words their players may guess (the
-solver's candidates and probes, the blunders): ``kit.data`` passes a split's secrets so that its
+solver's candidates and probes, the blunders): ``kit.sft`` passes a split's secrets so that its
 SFT data never shows another split's word.
 """
 

@@ -14,7 +14,7 @@ needs 2.70 guesses on average and never more than 4 (``tests/test_wordle.py`` ch
 
 ``words=`` replaces the secret list by a pool of its own: the solver then believes the secret is
 one of them and guesses nothing else, ever. Why: SFT data made from the train split's secrets
-must not show a held-out secret even as a probe, so ``kit.data`` hands it the split's secrets
+must not show a held-out secret even as a probe, so ``kit.sft`` hands it the split's secrets
 (through ``kit.solvers.policies``). With the 125 train secrets as its pool it needs 2.62 guesses
 on average over them, never more than 4 (2.73 with the whole list: a smaller pool leaves fewer
 candidates). A secret outside the pool cannot be found: once no pool word fits the feedback, it
