@@ -25,6 +25,7 @@ from typing import Any
 CHAT_TEMPLATES = ("qwen3", "qwen3_instruct_2507")
 
 # Tokens the Qwen3 templates and TRL's response parser rely on; each must be a single id.
+TINY_VOCAB_SIZE = 1024  # tiny_tokenizer's vocabulary, special tokens included
 SPECIAL_TOKENS = [
     "<|endoftext|>",
     "<|im_start|>",
@@ -122,7 +123,7 @@ def _training_corpus() -> list[str]:
     return lines
 
 
-def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = 1024) -> Any:
+def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = TINY_VOCAB_SIZE) -> Any:
     """A byte-level BPE tokenizer with ChatML and tool-call tokens, built offline in seconds."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -155,23 +156,13 @@ def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = 1024) -> Any:
     return tokenizer
 
 
-def tiny_model(
-    hidden_size: int = 128,
-    num_layers: int = 2,
-    chat_template: str = "qwen3",
-    seed: int = 0,
-) -> tuple[Any, Any]:
-    """Return ``(model, tokenizer)``: a random small ``Qwen3ForCausalLM`` and :func:`tiny_tokenizer`.
+def tiny_config(hidden_size: int = 128, num_layers: int = 2) -> Any:
+    """The ``Qwen3Config`` of :func:`tiny_model`: what it is, without training its tokenizer
+    (``kit.hardware.count_parameters(tiny_config())`` counts it on the meta device)."""
+    from transformers import Qwen3Config
 
-    Deterministic given ``seed``. Save it with :func:`save` (or ``model.save_pretrained(dir)``
-    and ``tokenizer.save_pretrained(dir)``) and reload it with :func:`load`, like any checkpoint.
-    """
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    tokenizer = tiny_tokenizer(chat_template)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
+    return Qwen3Config(
+        vocab_size=TINY_VOCAB_SIZE,
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
         num_hidden_layers=num_layers,
@@ -181,9 +172,33 @@ def tiny_model(
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=SPECIAL_TOKENS.index("<|im_end|>"),
+        pad_token_id=SPECIAL_TOKENS.index("<|endoftext|>"),
     )
+
+
+def tiny_model(
+    hidden_size: int = 128,
+    num_layers: int = 2,
+    chat_template: str = "qwen3",
+    seed: int = 0,
+) -> tuple[Any, Any]:
+    """Return ``(model, tokenizer)``: a random small ``Qwen3ForCausalLM`` (:func:`tiny_config`)
+    and :func:`tiny_tokenizer`.
+
+    Deterministic given ``seed``. Save it with :func:`save` (or ``model.save_pretrained(dir)``
+    and ``tokenizer.save_pretrained(dir)``) and reload it with :func:`load`, like any checkpoint.
+    """
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    tokenizer = tiny_tokenizer(chat_template, TINY_VOCAB_SIZE)
+    config = tiny_config(hidden_size, num_layers)
+    # The trained vocabulary fills TINY_VOCAB_SIZE, special tokens first (BpeTrainer's order);
+    # tiny_config states it without training, and must not drift from it.
+    ids = (len(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    if ids != (config.vocab_size, config.eos_token_id, config.pad_token_id):
+        raise RuntimeError(f"tiny_tokenizer's (size, eos, pad) {ids} differ from tiny_config's")
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -214,13 +214,13 @@ def recipe(
         "max_tool_calling_iterations": TURN_LIMITS[game],
     }
     if model == "tiny":
-        from kit.models import tiny_model
+        from kit.models import tiny_config
 
         return Recipe(
             model,
             game,
             device,
-            tiny_model()[0].num_parameters(),
+            count_parameters(tiny_config()),
             lora_config() if lora else None,  # full tuning unless asked: 0.4M parameters fit
             {},
             dict(SFT),
