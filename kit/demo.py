@@ -4,6 +4,7 @@
     python -m kit.demo --game wordle --sft-steps 400     # any game, more warm-up
     python -m kit.demo --sft-control 500                 # would more SFT have done as well?
     python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
+    python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
@@ -46,7 +47,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = _parse(argv)
+    if args.table:
+        table = seeds_table([json.loads(Path(path).read_text()) for path in args.table])
+        print(table)
+        return {"table": table}
     started = time.perf_counter()
     quiet_libraries()
     import torch
@@ -285,7 +290,19 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, help="output folder, new or empty (default: runs/demo/<time stamp>)"
     )
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        type=Path,
+        metavar="SUMMARY",
+        help="train nothing: print the README's table of these runs' summary.json files",
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        missing = [str(path) for path in args.table if not path.is_file()]
+        if missing:
+            parser.error(f"--table: no such file: {', '.join(missing)}")
+        return args
     try:
         args.where = _where(args.where)
         for split in ("train", "eval"):
@@ -336,6 +353,45 @@ def _where(pairs: Sequence[str]) -> dict[str, Any]:
         except ValueError:
             where[key] = text
     return where
+
+
+def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """The README's table of runs (one row per ``summary.json``, usually one per seed), as
+    Markdown: each model's win rate with its Wilson interval, and the paired comparisons with
+    their intervals and p-values; the control's columns when every run has one."""
+
+    def number(value: float, signed: bool = False) -> str:
+        text = f"{abs(value):.2f}"
+        if text == "0.00":
+            return text
+        return f"−{text}" if value < 0 else f"+{text}" if signed else text
+
+    def rate(record: Mapping[str, Any]) -> str:
+        low, high = record["win_rate_low"], record["win_rate_high"]
+        return f"{number(record['win_rate'])} [{number(low)}, {number(high)}]"
+
+    def difference(c: Mapping[str, Any]) -> str:
+        p = c["p_value"]
+        shown = "p < 0.0005" if p < 0.0005 else f"p {p:.3f}" if p < 0.01 else f"p {p:.2f}"
+        low, high = number(c["difference_low"], True), number(c["difference_high"], True)
+        return f"{number(c['difference'], True)} [{low}, {high}], {shown}"
+
+    control = all(s.get("sft_control") for s in summaries)
+    header = ["seed", "SFT win rate", "SFT + GRPO", "GRPO − SFT"]
+    if control:
+        header[3:3] = ["SFT + more SFT"]
+        header += ["more SFT − SFT", "GRPO − more SFT"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for s in summaries:
+        models = {record["player"]: record for record in s["evaluation"]}
+        (win,) = [c for c in s["grpo_vs_sft"] if c["metric"] == "win_rate"]
+        row = [str(s["seed"]), rate(models["SFT"]), rate(models["SFT + GRPO"]), difference(win)]
+        if control:
+            row[3:3] = [rate(models["SFT + more SFT"])]
+            more = s["sft_control"]
+            row += [difference(more["more_sft_vs_sft"]), difference(more["grpo_vs_more_sft"])]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def _headline(result: Evaluation, game: str) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+from kit.demo import main  # noqa: E402
 from kit.evaluate import evaluate  # noqa: E402
 from kit.models import load, tiny_model  # noqa: E402
 from kit.tasks import HELD_OUT, TaskProvider  # noqa: E402
@@ -187,6 +188,19 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
         grpo["win_rate"] - more["win_rate"]
     )
     assert "more SFT against SFT: win rate" in done.stdout
+    # --table prints the README's row of this run, the control's columns included.
+    header, rule, row = main(["--table", str(out / "summary.json")])["table"].splitlines()
+    assert header.split(" | ")[3:] == [
+        "SFT + more SFT",
+        "GRPO − SFT",
+        "more SFT − SFT",
+        "GRPO − more SFT |",
+    ]
+    cells = row.strip("| ").split(" | ")
+    assert cells[0] == "0" and len(cells) == 7 and rule.count("---") == 7
+    assert cells[3].startswith(f"{more['win_rate']:.2f} [{more['win_rate_low']:.2f}, ")
+    difference = control["grpo_vs_more_sft"]["difference"]
+    assert cells[6].startswith("0.00" if abs(difference) < 0.005 else f"{difference:+.2f}"[1:])
     # The control is the SFT checkpoint trained 3 more steps, weight for weight.
     import torch
 
@@ -204,6 +218,30 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
         model.state_dict().items(), control_model.state_dict().values(), strict=True
     ):
         assert torch.equal(mine, theirs), name
+
+
+def test_the_table_of_runs_reads_their_summaries(demo, tmp_path, capsys):
+    """``--table`` trains nothing: one Markdown row per summary.json, with each model's win
+    rate and interval and GRPO − SFT as the run measured it; a missing file is refused."""
+    out, _, summary = demo
+    runs = sorted((ROOT / "runs" / "demo").glob("*"))
+    table = main(["--table", str(out / "summary.json"), str(out / "summary.json")])["table"]
+    header, _, *rows = table.splitlines()
+    assert header == "| seed | SFT win rate | SFT + GRPO | GRPO − SFT |"  # no control in this run
+    sft, grpo = summary["evaluation"][1:]
+    (win,) = [c for c in summary["grpo_vs_sft"] if c["metric"] == "win_rate"]
+    cells = rows[0].strip("| ").split(" | ")
+    assert len(rows) == 2 and cells[0] == "3"
+    assert (
+        cells[1] == f"{sft['win_rate']:.2f} [{sft['win_rate_low']:.2f}, {sft['win_rate_high']:.2f}]"
+    )
+    assert cells[2].startswith(f"{grpo['win_rate']:.2f} ")
+    assert win["p_value"] < 0.01 or cells[3].endswith(f"p {win['p_value']:.2f}")
+    assert table in capsys.readouterr().out
+    assert sorted((ROOT / "runs" / "demo").glob("*")) == runs  # it made no run folder
+    with pytest.raises(SystemExit) as refused:
+        main(["--table", str(tmp_path / "nothing.json")])
+    assert refused.value.code == 2 and "no such file" in capsys.readouterr().err
 
 
 def test_the_demo_never_overwrites_an_earlier_run(demo):
