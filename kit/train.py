@@ -690,6 +690,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if state.is_main_process:
         (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         print(f"wrote {folder}", flush=True)
+    # Every rank waits for rank 0's saving and evaluation, then the process group is shut down:
+    # a rank that exits with it still open can abort in gloo's teardown ("terminate called
+    # without an active exception", SIGABRT), which failed one two-process CI run.
+    state.wait_for_everyone()
+    state.destroy_process_group()
     return summary
 
 
