@@ -54,7 +54,7 @@ from kit.episode import Message, replay, reset, run_episode
 from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.solvers.policies import PolicyFactory
-from kit.tasks import TURN_LIMITS, TaskProvider, check_count, prompt
+from kit.tasks import TURN_LIMITS, TaskProvider, check_count, check_seed, prompt
 from kit.trajectory import Trajectory, tool_calls
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -561,8 +561,7 @@ def _check(
     if tasks is not None and (len(games) != 1 or not tasks):
         raise ValueError("tasks= needs exactly one game and at least one row")
     check_count("num_generations", num_generations)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_seed(seed)
 
 
 def _play_model(

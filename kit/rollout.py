@@ -50,6 +50,7 @@ from typing import Any
 from kit.envs import env_name, env_tools
 from kit.episode import Message, Policy, call_tool, runs_tools, start
 from kit.masks import chat_template, prompt_ids, tool_suffix_ids
+from kit.tasks import check_seed
 from kit.trajectory import Trajectory, is_truncated, tool_calls
 
 
@@ -71,9 +72,7 @@ class TaskSampler:
         self.rows = [_task_row(row) for row in rows]
         if not self.rows:
             raise ValueError("TaskSampler needs at least one row")
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ValueError(f"seed must be an int, got {seed!r}")
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.shuffle = shuffle
         self.epoch = 0
         self.position = 0  # rows of the current epoch already handed out

@@ -79,6 +79,14 @@ def check_count(name: str, value: Any) -> int:
     return value
 
 
+def check_seed(value: Any) -> int:
+    """``value`` if it is an int (not a bool), else ``ValueError``: a seed of 1.5 or True would
+    seed a different stream than its reader expects, and silently."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"seed must be an int, got {value!r}")
+    return value
+
+
 def prompt(game: str) -> list[Message]:
     """The chat prompt of ``game``'s tasks: a system message and a user message that ends in a
     blank line, to which TRL appends the reset observation."""
@@ -209,8 +217,7 @@ class TaskProvider:
         self.game = _check_game(game)
         self.split = check_split(split)
         self.spec = spec = registry.game(game)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an int, got {seed!r}")
+        check_seed(seed)
         fixed = spec.tasks(split)
         if difficulty is not None and (spec.difficulty is None or fixed is not None):
             raise ValueError(

@@ -153,6 +153,9 @@ def test_bad_arguments_are_refused() -> None:
         task_dataset("wordle", difficulty="easy")
     with pytest.raises(ValueError, match="num_games"):
         sft_examples("catch", num_games=-1)
+    for seed in (True, 1.5, "0"):
+        with pytest.raises(ValueError, match="seed must be an int"):
+            task_dataset("catch", seed=seed)
 
 
 # -- SFT ------------------------------------------------------------------------------------------

@@ -324,6 +324,8 @@ def test_bad_input_says_what_is_wrong(tiny):
         evaluate(model, "catch")
     with pytest.raises(ValueError, match="num_generations must be"):
         evaluate(solver_policy(), "catch", num_generations=0)
+    with pytest.raises(ValueError, match="seed must be an int"):
+        evaluate(solver_policy(), "catch", seed=True)
     with pytest.raises(ValueError, match="identical episodes"):
         evaluate(model, "catch", tokenizer, num_generations=2, greedy=True)
     with pytest.raises(ValueError, match="player must be"):

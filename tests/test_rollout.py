@@ -211,7 +211,12 @@ def test_task_sampler_take_crosses_epochs_and_replays():
 
 @pytest.mark.parametrize(
     "args, error",
-    [(([],), "at least one row"), ((["a"],), "a task is a dataset row"), (([{}], "0"), "seed")],
+    [
+        (([],), "at least one row"),
+        ((["a"],), "a task is a dataset row"),
+        (([{}], "0"), "seed must be an int"),
+        (([{}], False), "seed"),
+    ],
 )
 def test_task_sampler_rejects_bad_input(args, error):
     with pytest.raises(ValueError, match=error):
