@@ -60,11 +60,6 @@ def listing(values: Iterable[Any]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _check_game(game: str) -> str:
-    registry.game(game)  # ValueError for an unknown game
-    return game
-
-
 def check_split(split: str) -> str:
     """``split`` if it is one of ``SPLITS``, else ``ValueError``."""
     if split not in SPLITS:
@@ -92,7 +87,7 @@ def prompt(game: str) -> list[Message]:
     blank line, to which TRL appends the reset observation."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": USER_PROMPTS[_check_game(game)]},
+        {"role": "user", "content": registry.game(game).prompt},
     ]
 
 
@@ -214,9 +209,9 @@ class TaskProvider:
         difficulty: str | None = None,
         where: Mapping[str, Any] | None = None,
     ) -> None:
-        self.game = _check_game(game)
+        self.spec = spec = registry.game(game)  # ValueError for an unknown game
+        self.game = game
         self.split = check_split(split)
-        self.spec = spec = registry.game(game)
         check_seed(seed)
         fixed = spec.tasks(split)
         if difficulty is not None and (spec.difficulty is None or fixed is not None):
