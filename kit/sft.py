@@ -26,8 +26,8 @@ from kit import registry
 from kit.envs import ENVS
 from kit.episode import assistant_message, replay, run_episode, tool_schemas
 from kit.paths import data_dir
-from kit.solvers.policies import noisy_policy
-from kit.tasks import TaskProvider, check_count
+from kit.solvers.policies import PolicyFactory, noisy_policy
+from kit.tasks import TaskProvider, check_count, leaks
 
 
 def ending(env: Any, won: str, lost: str) -> str:
@@ -60,23 +60,32 @@ def sft_examples(
     num_games: int = 100,
     seed: int = 0,
     noise: float = 0.0,
-    reasoning: bool = True,
+    reasoning: bool | None = None,
     split: str = "train",
     difficulty: str | None = None,
+    policy: PolicyFactory | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of ``sft_dataset`` as plain dicts (what the JSONL files hold), each validated.
 
     Game ``i`` plays task ``i`` of ``TaskProvider(game, split, seed=seed)`` with a player seeded
     from ``(seed, i)``, so the first ``k`` games do not depend on ``num_games``. Wordle's solver
     and its blunders guess only the split's secrets, so no other split's word is ever shown.
+    ``policy`` plays the games instead of the solver (see ``sft_dataset``); a train set it makes
+    is checked with ``kit.tasks.leaks``, and refused if it shows an eval task.
     """
     spec = registry.game(game)
     check_count("num_games", num_games)
     env_cls = spec.env
-    # A game with a word pool (Wordle) plays only the split's own words: a train game must not
-    # show an eval secret even as a probe or a blunder (data/splits/README.md).
-    words = None if spec.words is None else spec.words(split)
-    policy = noisy_policy(noise, reasoning=reasoning, words=words)
+    if policy is None:
+        # A game with a word pool (Wordle) plays only the split's own words: a train game must
+        # not show an eval secret even as a probe or a blunder (data/splits/README.md).
+        words = None if spec.words is None else spec.words(split)
+        policy = noisy_policy(noise, reasoning=reasoning is not False, words=words)
+    elif noise or reasoning is not None:
+        raise ValueError(
+            "noise= and reasoning= configure the solver; a policy= plays as it is made "
+            f"(got noise={noise!r}, reasoning={reasoning!r}): pass e.g. noisy_policy(0.3)"
+        )
     tools = tool_schemas(env_cls)
     rows = []
     for i, task in enumerate(TaskProvider(game, split, num_games, seed, difficulty)):
@@ -93,6 +102,9 @@ def sft_examples(
         row = {"messages": messages, "tools": tools, "environment": game, "task": task.task}
         validate_example(row)
         rows.append(row)
+    shown = leaks(game, rows) if split == "train" else []
+    if shown:
+        raise ValueError(f"the {game} games of this policy show eval tasks: {shown[:3]}")
     return rows
 
 
@@ -101,22 +113,28 @@ def sft_dataset(
     num_games: int = 100,
     seed: int = 0,
     noise: float = 0.0,
-    reasoning: bool = True,
+    reasoning: bool | None = None,
     split: str = "train",
     difficulty: str | None = None,
+    policy: PolicyFactory | None = None,
 ) -> Any:
     """Solver-played SFT conversations for ``game``: columns ``messages``, ``tools``,
     ``environment`` and ``task``.
 
     ``noise`` is the noisy solver's blunder rate: blunders add states a perfect player never
     reaches (a wasted guess, an invalid move and its error) and the recovery from them, at the
-    cost of training on the blunders too. ``reasoning=False`` leaves the assistant text empty.
+    cost of training on the blunders too. ``reasoning=False`` leaves the assistant text empty
+    (default: the solver states a reason for each move).
     Only ``split="train"`` tasks are used unless asked otherwise; Wordle's guesses, too, come
     from the split's secrets only, so a train set never shows an eval secret (``leaks``).
+    ``policy`` (a ``kit.solvers.policies`` factory) plays the games instead: a demonstrator other
+    than the solver, e.g. a flawed one that RL must outgrow (``examples/flawed_demonstrator.py``)
+    or a model (``kit.rollout.model_policy``); ``noise`` and ``reasoning`` are then left unset,
+    and a train set that shows an eval task is refused.
     """
     from datasets import Dataset
 
-    rows = sft_examples(game, num_games, seed, noise, reasoning, split, difficulty)
+    rows = sft_examples(game, num_games, seed, noise, reasoning, split, difficulty, policy)
     return Dataset.from_list(rows, features=_features())
 
 

@@ -289,7 +289,7 @@ def lora_config() -> Any:
 def sft_trainer(
     model: Any,
     tokenizer: Any,
-    games: str | Sequence[str],
+    games: str | Sequence[str] | Any,
     steps: int,
     seed: int,
     output_dir: str | Path,
@@ -297,18 +297,23 @@ def sft_trainer(
     **overrides: Any,
 ) -> Any:
     """An ``SFTTrainer`` for ``steps`` steps on the shipped solver conversations of one game or
-    several (shuffled together), not yet trained: :func:`warm_up` builds and trains one, notebook
-    1 looks at the tokens its loss covers first. ``overrides`` change the recipe (:data:`SFT`) or
-    any ``SFTConfig`` field; ``peft_config`` (a ``peft.LoraConfig``) trains LoRA adapters."""
-    from datasets import concatenate_datasets
+    several (shuffled together), or on a ``datasets.Dataset`` of your own in their format
+    (``kit.sft.sft_dataset``, e.g. played by another ``policy``); not yet trained:
+    :func:`warm_up` builds and trains one, notebook 1 looks at the tokens its loss covers first.
+    ``overrides`` change the recipe (:data:`SFT`) or any ``SFTConfig`` field; ``peft_config``
+    (a ``peft.LoraConfig``) trains LoRA adapters."""
+    from datasets import Dataset, concatenate_datasets
     from trl import SFTTrainer
 
     from kit.sft import load_sft
 
-    games = [games] if isinstance(games, str) else list(games)
-    data = concatenate_datasets([load_sft(game) for game in games])
-    if len(games) > 1:
-        data = data.shuffle(seed=seed)
+    if isinstance(games, Dataset):
+        data = games
+    else:
+        games = [games] if isinstance(games, str) else list(games)
+        data = concatenate_datasets([load_sft(game) for game in games])
+        if len(games) > 1:
+            data = data.shuffle(seed=seed)
     recipe = {"logging_steps": max(1, steps // 8), **SFT, **overrides}
     args = sft_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
     trainer = SFTTrainer(
@@ -325,7 +330,7 @@ def sft_trainer(
 def warm_up(
     model: Any,
     tokenizer: Any,
-    games: str | Sequence[str],
+    games: str | Sequence[str] | Any,
     steps: int,
     seed: int,
     output_dir: str | Path,
