@@ -21,6 +21,8 @@ and its only spread, partial credit, pays for ending one column short.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import json
 import os
 import sys
 import time
@@ -33,16 +35,20 @@ from kit.builtin.catch import CATCH_COLUMNS
 from kit.episode import Message, Policy, assistant_message
 from kit.solvers.catch import last_board
 from kit.solvers.policies import PolicyFactory, latest, solver_policy
+from kit.train import GRPO_STEPS, SFT_STEPS
 
 
 @dataclass
 class Args:
     seed: int = field(default=0, metadata={"help": "model init, training and sampling"})
     num_games: int = field(default=200, metadata={"help": "demonstrator games in the SFT set"})
-    sft_steps: int = field(default=1000, metadata={"help": "SFT steps (kit.train.SFT_STEPS)"})
-    grpo_steps: int = field(default=40, metadata={"help": "GRPO steps (kit.train.GRPO_STEPS)"})
+    sft_steps: int = field(default=SFT_STEPS, metadata={"help": "SFT warm-up steps"})
+    grpo_steps: int = field(default=GRPO_STEPS, metadata={"help": "GRPO steps"})
     eval_generations: int = field(default=8, metadata={"help": "episodes per held-out task"})
-    out: str | None = field(default=None, metadata={"help": "a new folder (default: runs/...)"})
+    out: str | None = field(
+        default=None,
+        metadata={"help": "a new, empty folder (default: runs/flawed-demonstrator/<time>)"},
+    )
 
 
 def edge_shy_policy() -> PolicyFactory:
@@ -81,18 +87,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import HfArgumentParser
 
-    (args,) = HfArgumentParser(Args).parse_args_into_dataclasses(args=argv)
+    from kit.runs import finite, quiet_libraries, run_dir
+
+    parser = HfArgumentParser(Args)
+    (args,) = parser.parse_args_into_dataclasses(args=argv)
+    for name in ("num_games", "sft_steps", "grpo_steps", "eval_generations"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    try:
+        out = run_dir(Path(args.out) if args.out else None, Path("runs/flawed-demonstrator"))
+    except ValueError as error:
+        parser.error(f"--out: {error}")
     import torch
 
     from kit.evaluate import compare, evaluate
     from kit.models import tiny_model
-    from kit.runs import quiet_libraries, run_dir
     from kit.sft import sft_dataset
     from kit.train import GRPO, grpo, warm_up
 
     quiet_libraries()
     torch.set_num_threads(1)  # as kit.demo: a CPU run repeats exactly at one thread
-    out = run_dir(Path(args.out) if args.out else None, Path("runs/flawed-demonstrator"))
     clock = time.perf_counter()
 
     def measure(player: Any, name: str, tokenizer: Any = None) -> Any:
@@ -113,13 +127,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     after = measure(model, "SFT + GRPO", tokenizer)
 
     print(f"\nheld-out Catch boards, seed {args.seed}; catches per ball column 0-4:")
-    for evaluation in (demonstrator, sft, after):
+    evaluations = (demonstrator, sft, after)
+    for evaluation in evaluations:
         columns = "  ".join(f"{c:>6}" for c in catches_by_column(evaluation))
         print(f"  {evaluation.name:<24}{columns}   win rate {evaluation['catch'].win_rate}")
     comparison = compare(sft, after, "catch", "win_rate", args.seed)
     print(f"\nGRPO against its SFT start: {comparison}")
-    print(f"wall time {time.perf_counter() - clock:.0f} s; runs in {out}")
-    return {"columns": {e.name: catches_by_column(e) for e in (demonstrator, sft, after)}}
+    summary = {
+        "command": "python examples/flawed_demonstrator.py " + " ".join(argv or ()),
+        "args": dataclasses.asdict(args),
+        "catches_by_column": {e.name: catches_by_column(e) for e in evaluations},
+        "evaluation": [record for e in evaluations for record in e.records()],
+        "grpo_vs_sft": {
+            "difference": comparison.difference.value,
+            "low": comparison.difference.low,
+            "high": comparison.difference.high,
+            "p_value": comparison.p_value,
+        },
+        "seconds": time.perf_counter() - clock,
+    }
+    (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")
+    print(f"wall time {summary['seconds']:.0f} s; every figure: {out / 'summary.json'}")
+    return summary
 
 
 if __name__ == "__main__":

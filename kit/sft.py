@@ -13,6 +13,10 @@ The games come from the train split only (``kit.tasks``), and a game with a word
 guesses only the split's own words, so an SFT set never shows an eval task, not even as a
 probe; ``kit.tasks.leaks`` checks it. The sets shipped in ``data/sft/`` are made, and checked
 byte for byte, by ``python -m kit.data`` (``kit.data``); ``load_sft(game)`` reads them.
+
+``policy=`` plays the games with another player (any ``kit.solvers.policies`` factory): a
+demonstrator weaker than the solver, to ask what RL adds to imperfect demonstrations
+(``examples/flawed_demonstrator.py``), or a model, for data of its own play.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ dataset, and the flawed Catch demonstrator of ``examples/flawed_demonstrator.py`
 from __future__ import annotations
 
 import importlib
+import json
 from types import ModuleType
 
 import pytest
@@ -83,3 +84,38 @@ def test_sft_trains_on_a_dataset_of_your_own(tmp_path, example) -> None:
     trainer = sft_trainer(model, tokenizer, data, 1, 0, tmp_path)
     assert trainer.train_dataset.num_rows == 3  # these rows, not the shipped 200
     assert trainer.train_dataset[0]["messages"] == data[0]["messages"]
+
+
+def test_the_script_refuses_bad_arguments_before_training(tmp_path, example, capsys) -> None:
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "summary.json").write_text("{}")  # another run's output: never written over
+    for argv, error in (
+        (["--out", str(taken)], "is not empty"),
+        (["--out", str(taken / "summary.json")], "is a file"),
+        (["--grpo_steps", "0"], "--grpo_steps must be at least 1"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            example.main(argv)
+        assert exit_.value.code == 2 and error in capsys.readouterr().err
+    assert (taken / "summary.json").read_text() == "{}"
+
+
+def test_the_script_runs_end_to_end_and_writes_every_figure(tmp_path, example) -> None:
+    pytest.importorskip("trl")
+    out = tmp_path / "run"
+    argv = ["--sft_steps", "2", "--grpo_steps", "1", "--eval_generations", "1", "--num_games", "4"]
+    summary = example.main([*argv, "--out", str(out)])
+    written = json.loads((out / "summary.json").read_text())
+    assert written["catches_by_column"] == summary["catches_by_column"]
+    players = ["edge-shy demonstrator", "SFT on its games", "SFT + GRPO"]
+    assert list(written["catches_by_column"]) == players
+    assert written["catches_by_column"]["edge-shy demonstrator"] == [
+        "0/2",
+        "2/2",
+        "2/2",
+        "2/2",
+        "0/2",
+    ]
+    assert [r["player"] for r in written["evaluation"]] == players
+    assert written["args"]["grpo_steps"] == 1 and (out / "grpo").is_dir()
