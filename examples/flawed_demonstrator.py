@@ -138,12 +138,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "args": dataclasses.asdict(args),
         "catches_by_column": {e.name: catches_by_column(e) for e in evaluations},
         "evaluation": [record for e in evaluations for record in e.records()],
-        "grpo_vs_sft": {
-            "difference": comparison.difference.value,
-            "low": comparison.difference.low,
-            "high": comparison.difference.high,
-            "p_value": comparison.p_value,
-        },
+        "grpo_vs_sft": comparison.record(),
         "seconds": time.perf_counter() - clock,
     }
     (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")

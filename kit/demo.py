@@ -403,16 +403,10 @@ def _headline(result: Evaluation, game: str) -> str:
 
 
 def _comparison_record(comparison: Comparison) -> dict[str, Any]:
-    return {
-        "metric": comparison.metric,
-        "sft": comparison.before,
-        "grpo": comparison.after,
-        "difference": comparison.difference.value,
-        "difference_low": comparison.difference.low,
-        "difference_high": comparison.difference.high,
-        "p_value": comparison.p_value,
-        "tasks": comparison.tasks,
-    }
+    """``Comparison.record`` with the runbook's names for the two means, ``sft`` and ``grpo``,
+    which every ``summary.json`` written so far uses."""
+    names = {"before": "sft", "after": "grpo"}
+    return {names.get(key, key): value for key, value in comparison.record().items()}
 
 
 def _report(

@@ -372,6 +372,20 @@ class Comparison:
     p_value: float
     tasks: int
 
+    def record(self) -> dict[str, Any]:
+        """One flat dict, as ``Evaluation.records`` gives per game: the metric, both means, the
+        difference with its ``_low`` / ``_high`` bounds, the p-value and the number of tasks."""
+        return {
+            "metric": self.metric,
+            "before": self.before,
+            "after": self.after,
+            "difference": self.difference.value,
+            "difference_low": self.difference.low,
+            "difference_high": self.difference.high,
+            "p_value": self.p_value,
+            "tasks": self.tasks,
+        }
+
     def __str__(self) -> str:
         p = f"p < {1 / BOOTSTRAP_RESAMPLES:g}" if self.p_value == 0 else f"p = {self.p_value:.3f}"
         return (

@@ -74,8 +74,8 @@ def sft_examples(
     Game ``i`` plays task ``i`` of ``TaskProvider(game, split, seed=seed)`` with a player seeded
     from ``(seed, i)``, so the first ``k`` games do not depend on ``num_games``. Wordle's solver
     and its blunders guess only the split's secrets, so no other split's word is ever shown.
-    ``policy`` plays the games instead of the solver (see ``sft_dataset``); a train set it makes
-    is checked with ``kit.tasks.leaks``, and refused if it shows an eval task.
+    ``policy`` plays the games instead of the solver (see ``sft_dataset``). Every train set,
+    the solver's too, is checked with ``kit.tasks.leaks`` and refused if it shows an eval task.
     """
     spec = registry.game(game)
     check_count("num_games", num_games)
@@ -108,7 +108,7 @@ def sft_examples(
         rows.append(row)
     shown = leaks(game, rows) if split == "train" else []
     if shown:
-        raise ValueError(f"the {game} games of this policy show eval tasks: {shown[:3]}")
+        raise ValueError(f"these {game} train games show eval tasks: {shown[:3]}")
     return rows
 
 
@@ -133,8 +133,8 @@ def sft_dataset(
     from the split's secrets only, so a train set never shows an eval secret (``leaks``).
     ``policy`` (a ``kit.solvers.policies`` factory) plays the games instead: a demonstrator other
     than the solver, e.g. a flawed one that RL must outgrow (``examples/flawed_demonstrator.py``)
-    or a model (``kit.rollout.model_policy``); ``noise`` and ``reasoning`` are then left unset,
-    and a train set that shows an eval task is refused.
+    or a model (``kit.rollout.model_policy``); ``noise`` and ``reasoning`` are then left unset.
+    A train set that shows an eval task is refused, whoever played it.
     """
     from datasets import Dataset
 

@@ -119,3 +119,8 @@ def test_the_script_runs_end_to_end_and_writes_every_figure(tmp_path, example) -
     ]
     assert [r["player"] for r in written["evaluation"]] == players
     assert written["args"]["grpo_steps"] == 1 and (out / "grpo").is_dir()
+    comparison = written["grpo_vs_sft"]
+    assert comparison["metric"] == "win_rate" and comparison["before"] == pytest.approx(
+        written["evaluation"][1]["win_rate"]
+    )
+    assert comparison["difference_low"] <= comparison["difference"] <= comparison["difference_high"]

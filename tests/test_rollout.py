@@ -215,7 +215,7 @@ def test_task_sampler_take_crosses_epochs_and_replays():
         (([],), "at least one row"),
         ((["a"],), "a task is a dataset row"),
         (([{}], "0"), "seed must be an int"),
-        (([{}], False), "seed"),
+        (([{}], False), "seed must be an int"),
     ],
 )
 def test_task_sampler_rejects_bad_input(args, error):
