@@ -450,6 +450,65 @@ def compare(
     )
 
 
+def by_task(
+    evaluations: Sequence[Evaluation],
+    game: str,
+    metric: str = "win_rate",
+    by: str | None = None,
+) -> Any:
+    """Where a change came from: ``metric``'s mean per task, or per value of the reset column
+    ``by`` (Catch's ``"ball_col"``, say), one column per evaluation, beside the tasks and
+    episodes of each row (the first evaluation's; each mean is over its own). A pooled
+    difference can hide a gain on some tasks and a loss on others (GRPO sharpening a move that is
+    right on one board and wrong on another); this table shows it. A pandas ``DataFrame`` (plain
+    rows, a list of dicts, without pandas). Raises ``ValueError`` unless every evaluation played
+    the same tasks (as :func:`compare`) under a name of its own, or when ``by`` is not a reset
+    column of them."""
+    if isinstance(evaluations, Evaluation):
+        evaluations = [evaluations]
+    if not evaluations:
+        raise ValueError("give at least one Evaluation")
+    if metric not in PAIRED_METRICS:
+        raise ValueError(f"metric must be one of {PAIRED_METRICS}, got {metric!r}")
+    results = [e[game] for e in evaluations]
+    task_ids = results[0].task_ids
+    for evaluation, result in zip(evaluations, results, strict=True):
+        if result.task_ids != task_ids:
+            raise ValueError(
+                f"{evaluations[0].name!r} and {evaluation.name!r} played different {game} tasks; "
+                "a side-by-side table needs the same split, num_tasks and seed"
+            )
+    names = [e.name for e in evaluations]
+    fixed = (by or "task", "tasks", "episodes")
+    if len(set(names)) != len(names) or set(names) & set(fixed):
+        raise ValueError(
+            f"name the evaluations apart, and other than {list(fixed)} "
+            f"(evaluate(..., name=...)), got {names}"
+        )
+    tasks = [json.loads(task_id) for task_id in task_ids]
+    if by is not None and any(by not in task for task in tasks):
+        columns = sorted({key for task in tasks for key in task})
+        raise ValueError(f"{game} tasks have no column {by!r}; they have {columns}")
+    groups: dict[Any, list[int]] = {}
+    for index, (task_id, task) in enumerate(zip(task_ids, tasks, strict=True)):
+        groups.setdefault(task_id if by is None else task[by], []).append(index)
+    rows = []
+    for key in sorted(groups, key=lambda k: (str(type(k)), k)):
+        indices = groups[key]
+        episodes = sum(len(results[0].values["win_rate"][i]) for i in indices)
+        row: dict[str, Any] = dict(zip(fixed, (key, len(indices), episodes), strict=True))
+        for name, result in zip(names, results, strict=True):
+            per_task = result.values.get(metric)  # absent: no episode had a value (no token ids)
+            values = [v for i in indices for v in per_task[i]] if per_task else []
+            row[name] = sum(values) / len(values) if values else math.nan
+        rows.append(row)
+    try:
+        import pandas as pd
+    except ImportError:
+        return rows
+    return pd.DataFrame(rows)
+
+
 # -- evaluation -----------------------------------------------------------------------------------
 def evaluate(
     player: Any,

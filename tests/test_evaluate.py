@@ -15,11 +15,13 @@ import pytest
 pytest.importorskip("trl")
 
 from kit.builtin.catch import CATCH_COLUMNS, CATCH_EVAL_ROWS  # noqa: E402
+from kit.episode import assistant_message  # noqa: E402
 from kit.evaluate import (  # noqa: E402
     METRICS,
     PUBLISHED,
     Evaluation,
     bootstrap_mean,
+    by_task,
     compare,
     evaluate,
     plot,
@@ -179,6 +181,52 @@ def test_compare_refuses_unpaired_tasks_and_per_call_metrics():
         compare(first, other_tasks, "catch")
     with pytest.raises(ValueError, match="metric must be one of"):
         compare(first, first, "catch", "valid_call_rate")
+
+
+def stay_policy():
+    """A Catch player that never moves: it wins exactly the games whose ball falls in column 2."""
+    return lambda env_cls, seed: lambda messages: assistant_message("", [("stay", {})])
+
+
+def test_by_task_shows_where_players_differ_column_by_column():
+    players = [
+        evaluate(solver_policy(), "catch", seed=1, name="solver"),
+        evaluate(stay_policy(), "catch", seed=1, name="stay"),
+        evaluate(random_policy(), "catch", num_generations=4, seed=1, name="random"),
+    ]
+    # the solver and the stayer play each task once, random play four times: the episodes column
+    # is the first evaluation's, and each player's mean is over its own episodes
+    rows = by_task(players, "catch", by="ball_col").to_dict("records")
+    middle = CATCH_COLUMNS // 2
+    assert [row["ball_col"] for row in rows] == list(range(CATCH_COLUMNS))
+    assert all(row["tasks"] == len(CATCH_EVAL_ROWS) == row["episodes"] for row in rows)
+    assert [row["solver"] for row in rows] == [1.0] * CATCH_COLUMNS
+    assert [row["stay"] for row in rows] == [float(c == middle) for c in range(CATCH_COLUMNS)]
+    for row in rows:  # random play's mean, counted from its episodes directly
+        won = [t.won for t in players[2].trajectories if t.task["ball_col"] == row["ball_col"]]
+        assert len(won) == 4 * len(CATCH_EVAL_ROWS)
+        assert row["random"] == pytest.approx(sum(won) / len(won))
+    per_task = by_task(players[:2], "catch", "finished")  # one row per task, by its reset columns
+    assert len(per_task) == CATCH_EVAL_TASKS and set(per_task["tasks"]) == {1}
+    assert set(per_task["solver"]) == set(per_task["stay"]) == {1.0}  # both play to the end
+
+
+def test_by_task_refuses_what_it_cannot_line_up():
+    first = evaluate(random_policy(), "catch", num_generations=2, seed=0, name="a")
+    other_tasks = evaluate(random_policy(), "catch", seed=0, num_tasks=4, name="b")
+    with pytest.raises(ValueError, match="different catch tasks"):
+        by_task([first, other_tasks], "catch")
+    with pytest.raises(ValueError, match="no column 'secret'; they have"):
+        by_task([first], "catch", by="secret")
+    with pytest.raises(ValueError, match="name the evaluations apart"):
+        by_task([first, first], "catch")
+    first.name = "episodes"
+    with pytest.raises(ValueError, match=r"other than \['task', 'tasks', 'episodes'\]"):
+        by_task([first], "catch")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        by_task([first], "catch", "valid_call_rate")
+    with pytest.raises(ValueError, match="at least one"):
+        by_task([], "catch")
 
 
 # -- models ----------------------------------------------------------------------------------------
