@@ -18,7 +18,9 @@ every tool-calling recipe uses and measures the model after each, on tasks no ph
 4. GRPO from the warmed-up model with the game's default reward (``kit.train.grpo``), every
    batch recorded by ``kit.capture.Capture``;
 5. evaluate again, and compare GRPO with its own SFT starting point, paired over the same
-   tasks (``kit.evaluate.compare``: difference, 95% interval, p-value).
+   tasks (``kit.evaluate.compare``: difference, 95% interval, p-value), and, where the game
+   names a column to split by (``GameSpec.breakdown``; Catch's ball column), each model's win
+   rate per value of it (``kit.evaluate.by_task``): a pooled gain can hide a column that lost.
 
 Every evaluation samples ``--eval-generations`` episodes per task at ``--temperature``, the
 temperature GRPO samples at: a sampled policy is what GRPO trains, and several episodes per task
@@ -51,8 +53,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kit import registry
 from kit.envs import ENVS
-from kit.evaluate import BUDGETS, Comparison, Evaluation, compare, evaluate, text_table
+from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
 from kit.runs import finite, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
@@ -197,6 +200,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             },
         }
 
+    # Where the change came from, where the game names a column to split by (kit.evaluate.by_task)
+    column = registry.game(game).breakdown
+    breakdown = None
+    if column:
+        rows = by_task(evaluations[1:], game, "win_rate", by=column).to_dict("records")
+        breakdown = {"metric": "win_rate", "column": column, "rows": rows}
+
     from kit.viz import save_html
 
     batch = capture.batches[-1]
@@ -213,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "temperature": args.temperature,
         "evaluation": [record for e in evaluations for record in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
+        "breakdown": breakdown,
         "sft_control": control,
         "sft": {"steps": args.sft_steps, "losses": losses, **SFT},
         "grpo": {
@@ -426,6 +437,14 @@ def _report(
         print(f"\nThe control, {summary['sft_control']['steps']} more SFT steps instead of GRPO:")
         for label, comparison in controls:
             print(f"  {label}: {comparison}")
+    if summary["breakdown"]:
+        column, rows = summary["breakdown"]["column"], summary["breakdown"]["rows"]
+        names = [e.name for e in evaluations[1:]]
+        print(f"\nWin rate by {column}, the same held-out episodes:")
+        print(f"  {column:<10}{'episodes':>9}" + "".join(f"{name:>16}" for name in names))
+        for row in rows:
+            cells = "".join(f"{row[name]:>16.2f}" for name in names)
+            print(f"  {row[column]!s:<10}{row['episodes']:>9}{cells}")
     print(
         f"\nSFT    {sft['steps']} steps, batch {sft['per_device_train_batch_size']}, "
         f"lr {sft['learning_rate']:g}: loss {sft['losses'][0]['loss']:.3f} (step "

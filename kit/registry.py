@@ -97,6 +97,9 @@ class GameSpec:
     # its paragraph of data/splits/README.md, from what ``splits()`` returned (None: no splits)
     split_card: Callable[[dict[str, Any] | None], str] | None = None
     server: str | None = None  # "module:Class" of its OpenEnv server (kit.serve, optional)
+    # A reset column whose values split a result usefully (Catch's ball column: the side the first
+    # move must take), for kit.evaluate.by_task; kit.demo prints each model's win rate per value.
+    breakdown: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():

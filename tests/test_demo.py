@@ -78,7 +78,8 @@ def test_the_demo_writes_every_output_and_says_where(demo):
     # the last captured batch: one group of eight rollouts, each token view present
     assert page.count("rollout ") == GRPO["per_device_train_batch_size"]  # the whole batch
     assert "model: sampled, trained" in page
-    for line in ("base (catch)", "SFT (catch)", "SFT + GRPO (catch)", "games finished"):
+    lines = ("base (catch)", "SFT (catch)", "SFT + GRPO (catch)", "games finished")
+    for line in (*lines, "Win rate by ball_col, the same held-out episodes:"):
         assert line in stdout
     assert f"held out: {HELD_OUT['catch']}" in stdout
     assert summary["checkpoints"] == {
@@ -110,6 +111,12 @@ def test_the_figures_are_coherent(demo):
         assert comparison["grpo"] == pytest.approx(grpo[metric])
         assert comparison["difference"] == pytest.approx(grpo[metric] - sft[metric])
         assert 0 <= comparison["p_value"] <= 1
+    breakdown = summary["breakdown"]  # win rate per ball column: Catch's GameSpec.breakdown
+    assert breakdown["column"] == "ball_col" and breakdown["metric"] == "win_rate"
+    assert [row["ball_col"] for row in breakdown["rows"]] == [0, 1, 2, 3, 4]
+    for record in (sft, grpo):  # the columns' wins add up to the model's pooled win rate
+        won = sum(row[record["player"]] * row["episodes"] for row in breakdown["rows"])
+        assert won == pytest.approx(record["win_rate"] * record["episodes"])
     losses = summary["sft"]["losses"]
     assert [entry["step"] for entry in losses] == [1, 2, 3, 4, 5]
     assert losses[-1]["loss"] < losses[0]["loss"]  # five steps of SFT already lower the loss

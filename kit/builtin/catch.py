@@ -179,5 +179,6 @@ SPEC = register(
         splits=_splits,
         split_card=_split_card,
         server="kit.serve.catch:CatchEnvironment",
+        breakdown="ball_col",
     )
 )
