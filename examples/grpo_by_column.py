@@ -8,8 +8,8 @@ A pooled win rate says how much a model changed, not where. The paddle starts in
 column of every board, so the first move decides the side: LEFT for a ball in column 0 or 1,
 stay for 2, RIGHT for 3 or 4. This script plays the run's two checkpoints on every train task
 and every held-out task, as the run evaluated them (its episodes per task, temperature, token
-budget and seed), and prints per ball column each model's win rate (``kit.evaluate.by_task``)
-and its first moves. It writes every figure to ``by_column.json`` in the run's folder (refusing
+budget and seed; so the held-out episodes are the run's own, figure for figure), and prints per
+ball column each model's win rate (``kit.evaluate.by_task``) and its first moves. It writes every figure to ``by_column.json`` in the run's folder (refusing
 to overwrite one).
 
 What it found (README, "Does it learn?"): GRPO sharpens the first move the warmed-up model
@@ -118,8 +118,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             )
             for name, (model, tokenizer) in models.items()
         ]
-        rows = by_task(evaluations, "catch", "win_rate", by="ball_col")
-        rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+        rows = by_task(evaluations, "catch", "win_rate", by="ball_col").to_dict("records")
         moves = {e.name: first_moves(e) for e in evaluations}
         label = "boards GRPO trained on" if split == "train" else "held-out boards"
         print(

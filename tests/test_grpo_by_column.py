@@ -51,6 +51,14 @@ def test_the_columns_add_up_to_the_evaluations(example, run, capsys) -> None:
             assert [sum(moves[column].values()) for column in moves] == [
                 row["episodes"] for row in rows
             ]
+    # the held-out episodes are the run's own: same seed, same sampling, same figures
+    recorded = json.loads((run / "summary.json").read_text())["evaluation"]
+    replayed = summary["splits"]["eval"]["evaluation"]
+    for name in ("SFT", "SFT + GRPO"):
+        (was,) = [r for r in recorded if r["player"] == name]
+        (now,) = [r for r in replayed if r["player"] == name]
+        for key in ("win_rate", "finished", "tokens", "executed_calls"):
+            assert now[key] == pytest.approx(was[key]), (name, key)
     printed = capsys.readouterr().out
     assert "boards GRPO trained on (train split), seed 2" in printed
     assert "held-out boards (eval split)" in printed
