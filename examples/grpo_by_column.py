@@ -9,8 +9,8 @@ column of every board, so the first move decides the side: LEFT for a ball in co
 stay for 2, RIGHT for 3 or 4. This script plays the run's two checkpoints on every train task
 and every held-out task, as the run evaluated them (its episodes per task, temperature, token
 budget and seed; so the held-out episodes are the run's own, figure for figure), and prints per
-ball column each model's win rate (``kit.evaluate.by_task``) and its first moves. It writes every figure to ``by_column.json`` in the run's folder (refusing
-to overwrite one).
+ball column each model's win rate (``kit.evaluate.by_task``) and its first moves. It writes
+every figure to ``by_column.json`` in the run's folder (refusing to overwrite one).
 
 What it found (README, "Does it learn?"): GRPO sharpens the first move the warmed-up model
 already prefers in each column. Where that move is the right one, the column's win rate rises;
