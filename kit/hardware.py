@@ -12,6 +12,14 @@ about the weights alone in 16 bits.
 A model's parameter count comes from its ``config.json`` alone (:func:`count_parameters` builds
 it on PyTorch's ``meta`` device, which allocates nothing), so a recipe is decided before any
 weight is loaded, and a hub model's memory needs no weight download.
+
+Activations are measured, not guessed (:func:`measure_activations`): the bytes autograd keeps
+for the backward pass of GRPO's loss, computed as TRL computes it (its fused LM head, which never
+holds the logits), on the CPU, for the published architecture cut to one and two layers with
+random weights. Kept bytes are linear in the layers and in the tokens, so two depths and two
+lengths give every model's figure at any depth and length, and a third point checks it
+(``tests/test_recipe.py``). ``python -m kit.hardware --measure`` writes them to
+``data/hardware/activations.json``, which the profile table reads.
 """
 
 from __future__ import annotations
@@ -175,40 +183,322 @@ def lora_parameters(config: Any, rank: int) -> int:
     )
 
 
+# -- activations, measured ------------------------------------------------------------------------
+# A GRPO micro-batch in the profile table: the recipe's rows (``PRETRAINED_GRPO``'s
+# per_device_train_batch_size), each a prompt (assumed: a game's system prompt, tool schemas and
+# first board come to a few hundred tokens) and a completion of the 1,024-token budget that Catch
+# and Wordle use. Sudoku's 4,096 costs about three times as much.
+PROMPT_TOKENS = 512
+COMPLETION_TOKENS = 1024
+MODES = ("full", "lora")  # full fine-tuning: fp32 weights under bf16 autocast; LoRA: bf16 weights
+
+
+@dataclass(frozen=True)
+class KeptBytes:
+    """What a training forward pass keeps for its backward pass, as a function of depth and
+    length: ``tokens * (layers * layer + outside) + layers * layer_fixed + outside_fixed``
+    bytes. ``*_fixed`` is what does not grow with the tokens (autocast's 16-bit copies of the
+    weights, which a forward pass without checkpointing keeps)."""
+
+    layer: float  # each decoder layer, each token of a row's prompt and completion
+    outside: float  # outside the layers (embedding output, final norm, the fused head), each token
+    layer_fixed: float
+    outside_fixed: float
+
+    def __call__(self, layers: int, tokens: int) -> float:
+        return (
+            tokens * (layers * self.layer + self.outside)
+            + layers * self.layer_fixed
+            + self.outside_fixed
+        )
+
+
+def kept_bytes(
+    config: Any, layers: int, tokens: int, lora: bool, checkpointing: bool, prompt: float = 0.5
+) -> int:
+    """Bytes autograd keeps for the backward pass of GRPO's loss on one row of ``tokens`` tokens
+    (the first ``prompt`` share of them unscored, as a prompt is), for ``config`` cut to
+    ``layers`` layers, on the CPU. The loss is TRL's: its fused LM head scores the completion in
+    tiles (``trl.trainer.utils.add_fused_lm_head``, as ``GRPOTrainer`` installs it), times the
+    importance ratio of one iteration. Full fine-tuning runs fp32 weights under bf16 autocast
+    (TRL's mixed precision); LoRA runs :data:`kit.train.LORA` adapters on bf16 weights. Counted
+    once per storage; the weights themselves are not counted."""
+    import gc
+
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    values = {**config.to_dict(), "num_hidden_layers": layers}
+    if values.get("layer_types"):  # one type a layer (full or sliding attention)
+        values["layer_types"] = values["layer_types"][:layers]
+    config = type(config).from_dict(values)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=torch.bfloat16 if lora else torch.float32
+        )
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()  # any values: what is kept depends on the shapes alone
+    add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
+    if lora:
+        from peft import get_peft_model
+
+        from kit.train import lora_config
+
+        model = get_peft_model(model, lora_config())
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if lora:
+            model.enable_input_require_grads()
+    model.train()
+    torch.manual_seed(0)
+    ids = torch.randint(0, config.vocab_size, (1, tokens))
+    labels = ids.clone()
+    labels[:, : int(tokens * prompt)] = -100
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(tensor: Any) -> Any:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in weights:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=not lora):
+            out = model(input_ids=ids, labels=labels, fused_lm_head=True)
+            logps = out.log_probs
+            loss = -(torch.exp(logps - logps.detach()) * out.label_mask).sum()
+    loss.backward()  # the graph must be one a backward pass accepts
+    total = sum(kept.values())
+    # the fused head's forward is bound to the model (a reference cycle): free it now, not at
+    # the collector's leisure, or a run through every model holds them all
+    del model, out, logps, loss
+    gc.collect()
+    return total
+
+
+def measure_activations(
+    config: Any, lora: bool, checkpointing: bool, tokens: int = 64
+) -> KeptBytes:
+    """:class:`KeptBytes` of ``config`` (a ``PretrainedConfig``), from :func:`kept_bytes` at one
+    and two layers and at ``tokens`` and twice as many tokens."""
+    k = {
+        (layers, n): kept_bytes(config, layers, n, lora, checkpointing)
+        for layers in (1, 2)
+        for n in (tokens, 2 * tokens)
+    }
+    per_token = {layers: (k[layers, 2 * tokens] - k[layers, tokens]) / tokens for layers in (1, 2)}
+    fixed = {layers: k[layers, tokens] - tokens * per_token[layers] for layers in (1, 2)}
+    return KeptBytes(
+        layer=per_token[2] - per_token[1],
+        outside=2 * per_token[1] - per_token[2],
+        layer_fixed=fixed[2] - fixed[1],
+        outside_fixed=2 * fixed[1] - fixed[2],
+    )
+
+
+def _activations_file() -> Path:
+    from kit.paths import data_dir
+
+    return data_dir() / "hardware" / "activations.json"
+
+
+def measured_activations() -> dict[str, dict[str, dict[str, KeptBytes]]]:
+    """The stored measurements: ``[model][mode][checkpointing]`` with ``mode`` in :data:`MODES`
+    and ``"checkpointed"`` or ``"plain"``; written by ``python -m kit.hardware --measure``."""
+    import json
+
+    stored = json.loads(_activations_file().read_text())["models"]
+    return {
+        model: {
+            mode: {kind: KeptBytes(**values) for kind, values in kinds.items()}
+            for mode, kinds in modes.items()
+        }
+        for model, modes in stored.items()
+    }
+
+
+def measure_all(models: tuple[str, ...] = tuple(ARCHITECTURES)) -> dict[str, Any]:
+    """Measure every model of :data:`ARCHITECTURES` in both modes, with and without gradient
+    checkpointing, and write them where :func:`measured_activations` reads them."""
+    import dataclasses
+    import json
+
+    import torch
+    import transformers
+    import trl
+
+    results: dict[str, Any] = {}
+    for name in models:
+        config = architecture(name)
+        results[name] = {
+            mode: {
+                kind: dataclasses.asdict(
+                    measure_activations(config, mode == "lora", kind == "checkpointed")
+                )
+                for kind in ("checkpointed", "plain")
+            }
+            for mode in MODES
+        }
+        print(f"measured {name}", flush=True)
+    stored = {
+        "how": "python -m kit.hardware --measure (kit.hardware.measure_activations)",
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "trl": trl.__version__,
+        },
+        "models": results,
+    }
+    path = _activations_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(stored, indent=1) + "\n")
+    return stored
+
+
+def checkpointed_peak(kept: dict[str, KeptBytes], layers: int, tokens: int) -> float:
+    """The activations of a GRPO micro-batch of ``tokens`` tokens under gradient checkpointing,
+    at their peak: what the forward pass keeps (each layer's input), plus the one layer the
+    backward pass recomputes at a time, which holds what a pass without checkpointing keeps.
+    ``kept`` is one model's and mode's entry of :func:`measured_activations`."""
+    plain = kept["plain"]
+    return kept["checkpointed"](layers, tokens) + plain(1, tokens) - plain(0, tokens)
+
+
+def kv_cache_bytes(config: Any, tokens: int, bytes_per_value: int = 2) -> int:
+    """The KV cache of ``tokens`` tokens in 16 bits: a key and a value per layer, KV head and
+    head dimension. Computed, not measured: it is the cache's definition."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return (
+        2
+        * config.num_hidden_layers
+        * config.num_key_value_heads
+        * head_dim
+        * bytes_per_value
+        * tokens
+    )
+
+
+def training_bytes(config: Any, lora: bool) -> int:
+    """Weights, gradients and optimiser state of a model with ``config``: 16 bytes a parameter
+    for full fine-tuning (:data:`FULL_BYTES_PER_PARAMETER`); 16-bit weights plus 16 bytes an
+    adapter parameter for LoRA (:data:`kit.train.LORA`). Computed from exact parameter counts."""
+    from kit.train import LORA
+
+    parameters = count_parameters(config)
+    if not lora:
+        return parameters * FULL_BYTES_PER_PARAMETER
+    return parameters * 2 + lora_parameters(config, LORA["r"]) * FULL_BYTES_PER_PARAMETER
+
+
+def measured_for(config: Any, lora: bool) -> dict[str, KeptBytes] | None:
+    """The stored measurement (:func:`measured_activations`) of the architecture ``config``
+    has, whatever its name or folder; None for an architecture not measured."""
+    for name, values in ARCHITECTURES.items():
+        if all(getattr(config, key, None) == value for key, value in values.items()):
+            return measured_activations()[name]["lora" if lora else "full"]
+    return None
+
+
+def grpo_batch(
+    config: Any,
+    device: Device,
+    lora: bool,
+    row_tokens: int,
+    rows: int,
+    generated: int,
+    num_generations: int,
+    cache: bool = True,
+) -> tuple[int, int]:
+    """``(rows, generated)`` that fit ``device``: rows per micro-batch
+    (``per_device_train_batch_size``) and rollouts generated at once, each of ``row_tokens``
+    tokens, halved from the given ones until :func:`training_bytes` plus the micro-batch's
+    activations (:func:`checkpointed_peak`, for an architecture :func:`measured_for` knows; not
+    checked for others) and plus the generation's KV cache (not checked with ``cache=False``:
+    vLLM holds its own) each take at most 90% of the GPU. Rollouts stay whole groups of
+    ``num_generations``. Raises ``ValueError`` when one row or one group does not fit."""
+    usable = 0.9 * device.memory_gib * GIB
+    fixed = training_bytes(config, lora)
+    kept = measured_for(config, lora)
+
+    def activations(rows: int) -> float:
+        return checkpointed_peak(kept, config.num_hidden_layers, rows * row_tokens) if kept else 0
+
+    def kv(generated: int) -> float:
+        return kv_cache_bytes(config, generated * row_tokens) if cache else 0
+
+    while rows > 1 and fixed + activations(rows) > usable:
+        rows //= 2
+    while generated > num_generations and fixed + kv(generated) > usable:
+        generated //= 2
+    if fixed + max(activations(rows), kv(generated)) > usable:
+        raise ValueError(
+            f"a GRPO step of this model does not fit {device.name} ({device.memory_gib:g} GiB): "
+            f"{fixed / GIB:.1f} GiB of weights and optimiser state, then "
+            f"{activations(rows) / GIB:.1f} GiB of activations for {rows} row(s) of "
+            f"{row_tokens:,} tokens and {kv(generated) / GIB:.1f} GiB of KV cache for "
+            f"{generated} rollouts; use a smaller model, shorter completions or 4-bit weights"
+        )
+    return rows, generated
+
+
 def profile_table(
     models: tuple[str, ...] = tuple(ARCHITECTURES),
     devices: tuple[Device, ...] = (T4, L4, A100_40, A100_80),
 ) -> str:
-    """A markdown table: for each GPU and model, what ``kit.train.recipe`` chooses and the
-    memory its weights, gradients and optimiser state take. Estimated from the published
+    """A markdown table: for each GPU and model, what ``kit.train.recipe`` chooses and what its
+    GRPO step holds. Weights, gradients and optimiser state are computed from the published
     architecture (exact parameter counts, 16 bytes a parameter for full fine-tuning; 2 for
-    16-bit base weights plus 16 an adapter parameter for LoRA); activations, the KV cache and
-    vLLM's share come on top and are not in it. ``python -m kit.hardware`` prints it."""
-    from kit.train import LORA
+    16-bit base weights plus 16 an adapter parameter for LoRA). Activations are measured
+    (:func:`measured_activations`) for one micro-batch of the recipe's rows of
+    :data:`PROMPT_TOKENS` + :data:`COMPLETION_TOKENS` tokens under the recipe's gradient
+    checkpointing, plus one layer recomputed without it, as the backward pass does. The
+    generation's KV cache (HF ``generate``, the recipe's 32 rollouts a step at once) is computed.
+    It fits if the fixed part plus the larger of the two takes at most 90% of the GPU; vLLM,
+    where installed, adds its share (``kit.train.VLLM_MEMORY_SHARE``) and replaces the cache.
+    ``python -m kit.hardware`` prints it."""
+    from kit.train import LORA, PRETRAINED_GRPO
 
+    rows = PRETRAINED_GRPO["per_device_train_batch_size"]
+    generated = rows * PRETRAINED_GRPO["gradient_accumulation_steps"]  # TRL's default
+    row = PROMPT_TOKENS + COMPLETION_TOKENS
     lines = [
-        "| GPU | model | recipe | precision | weights + optimiser (GiB, estimated) | fits |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| GPU | model | recipe | precision | weights + optimiser (GiB, computed) "
+        f"| activations, {rows} × {row:,} tokens (GiB, measured) "
+        f"| KV cache, {generated} × {row:,} tokens (GiB, computed) | fits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for device in devices:
         for name in models:
             config = architecture(name)
-            parameters = count_parameters(config)
-            if fits_full(parameters, device):
-                mode, needed = "full", parameters * FULL_BYTES_PER_PARAMETER
-            else:
-                adapters = lora_parameters(config, LORA["r"])
-                mode = f"LoRA r={LORA['r']}"
-                needed = parameters * 2 + adapters * FULL_BYTES_PER_PARAMETER
-            precision = "bf16" if device.bf16 else "fp16"
-            # past 90% nothing is left for activations: a 4-bit base model (QLoRA) would be needed
-            fits = "yes" if needed <= 0.9 * device.memory_gib * GIB else "no: needs 4-bit weights"
+            lora = not fits_full(count_parameters(config), device)
+            try:
+                fitted = grpo_batch(config, device, lora, row, rows, generated, 8)
+                fits = "yes"
+                if fitted != (rows, generated):
+                    fits = f"yes: {fitted[0]} rows a micro-batch, {fitted[1]} rollouts generated at once"
+            except ValueError:
+                fits = "no: needs 4-bit weights"
+            kept = measured_for(config, lora)
+            activations = checkpointed_peak(kept, config.num_hidden_layers, rows * row)
+            mode = f"LoRA r={LORA['r']}" if lora else "full"
             lines.append(
-                f"| {device.name} ({device.memory_gib:g} GiB) | {name} | {mode} | {precision} "
-                f"| {needed / GIB:.1f} | {fits} |"
+                f"| {device.name} ({device.memory_gib:g} GiB) | {name} | {mode} "
+                f"| {'bf16' if device.bf16 else 'fp16'} "
+                f"| {training_bytes(config, lora) / GIB:.1f} | {activations / GIB:.1f} "
+                f"| {kv_cache_bytes(config, generated * row) / GIB:.1f} | {fits} |"
             )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--measure"]:
+        measure_all()
+    elif sys.argv[1:]:
+        raise SystemExit("usage: python -m kit.hardware [--measure]")
     print(profile_table())

@@ -196,6 +196,9 @@ def recipe(
       training and in evaluation: left on, an untrained model spends the token budget inside
       ``<think>``;
     * the game's token budget (``kit.evaluate.BUDGETS``) and turn limit in GRPO and evaluation;
+    * on a GPU, rows a micro-batch and rollouts generated at once, halved from
+      :data:`PRETRAINED_GRPO`'s until the step fits (``kit.hardware.grpo_batch``: measured
+      activations, computed KV cache); ``ValueError`` if one group does not;
     * on a GPU, checkpoints every 25 steps, which a rerun continues from (:data:`CHECKPOINTING`);
     * vLLM colocated with training (:data:`VLLM_MEMORY_SHARE`) when it is installed on a GPU
       machine.
@@ -203,7 +206,7 @@ def recipe(
     import importlib.util
 
     from kit.evaluate import BUDGETS
-    from kit.hardware import count_parameters, detect, fits_full
+    from kit.hardware import PROMPT_TOKENS, count_parameters, detect, fits_full, grpo_batch
     from kit.registry import game as game_spec
     from kit.tasks import TURN_LIMITS
 
@@ -228,9 +231,10 @@ def recipe(
             # one batch: a tiny model's step costs the same for 8 rows or 80
             {**limits, "temperature": GRPO["temperature"], "batch_size": 256},
         )
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
-    parameters = count_parameters(model)
+    config = AutoConfig.from_pretrained(str(model))
+    parameters = count_parameters(config)
     lora = not fits_full(parameters, device) if lora is None else lora
     weights = "float32"
     if lora and device.bf16:
@@ -249,6 +253,26 @@ def recipe(
             "vllm_mode": "colocate",
             "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE,
         }
+    batch = dict(PRETRAINED_GRPO)
+    if device.gpu:
+        # as many rows a micro-batch and rollouts generated at once as the GPU holds (measured
+        # activations, computed KV cache), the rollouts of an optimiser step unchanged
+        rollouts = batch["per_device_train_batch_size"] * batch["gradient_accumulation_steps"]
+        rows, generated = grpo_batch(
+            config,
+            device,
+            lora,
+            PROMPT_TOKENS + limits["max_completion_length"],
+            batch["per_device_train_batch_size"],
+            rollouts,
+            batch["num_generations"],
+            cache=not vllm,
+        )
+        batch.update(
+            per_device_train_batch_size=rows,
+            gradient_accumulation_steps=rollouts // rows,
+            steps_per_generation=generated // rows,
+        )
     return Recipe(
         str(model),
         game,
@@ -265,7 +289,7 @@ def recipe(
         {
             **on_gpu,
             **limits,
-            **PRETRAINED_GRPO,
+            **batch,
             **vllm,
             "learning_rate": rates["grpo"],
             "chat_template_kwargs": thinking_kwargs,
@@ -642,7 +666,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for key in ("per_device_train_batch_size", "num_generations")
         if (value := getattr(args, key)) is not None
     }
-    r = dataclasses.replace(r, grpo={**r.grpo, **batch})
+    grpo_args = {**r.grpo, **batch}
+    if batch:  # the user sized the batch: TRL's default generation batch, not the recipe's fit
+        grpo_args.pop("steps_per_generation", None)
+    r = dataclasses.replace(r, grpo=grpo_args)
     if state.is_main_process:
         print(r, flush=True)
     model, tokenizer = r.load_model(args.seed)

@@ -38,11 +38,11 @@ from kit.train import (  # noqa: E402
 
 @pytest.fixture(scope="module")
 def hub_like(tmp_path_factory):
-    """Folders shaped like Qwen3-0.6B and Qwen3-1.7B on the hub: the published config and a
+    """Folders shaped like Qwen3-0.6B, 1.7B and 8B on the hub: the published config and a
     tokenizer whose template (TRL's qwen3.jinja, which is Qwen3's) reads enable_thinking."""
     _, tokenizer = tiny_model()
     folders = {}
-    for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B"):
+    for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B"):
         folder = tmp_path_factory.mktemp(name.split("/")[1])
         architecture(name).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -111,6 +111,60 @@ def test_an_a100_fine_tunes_fully_in_fp32_weights_with_bf16_autocast(hub_like):
     assert lora.lora and lora.load["dtype"] == "bfloat16"
     thinking = recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=L4, thinking=True)
     assert not thinking.lora and thinking.grpo["chat_template_kwargs"] == {"enable_thinking": True}
+
+
+def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
+    from kit.hardware import (
+        GIB,
+        PROMPT_TOKENS,
+        checkpointed_peak,
+        kv_cache_bytes,
+        measured_for,
+        training_bytes,
+    )
+
+    config = architecture("Qwen/Qwen3-1.7B")
+    fixed = training_bytes(config, lora=True)
+    kept = measured_for(config, lora=True)
+    assert kept is not None  # a local folder is matched to its architecture, not its name
+    usable = 0.9 * T4.memory_gib * GIB
+
+    def holds(r, tokens):
+        g = r.grpo
+        rows, generated = (
+            g["per_device_train_batch_size"],
+            g["per_device_train_batch_size"] * g["steps_per_generation"],
+        )
+        assert rows * g["gradient_accumulation_steps"] == 32  # the rollouts of a step unchanged
+        assert generated % g["num_generations"] == 0  # whole groups
+        activations = checkpointed_peak(kept, config.num_hidden_layers, rows * tokens)
+        return rows, generated, fixed + max(activations, kv_cache_bytes(config, generated * tokens))
+
+    # Catch: 8 rows of a prompt + 1,024 tokens and 32 rollouts at once fit a T4
+    rows, generated, needed = holds(
+        recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=T4), PROMPT_TOKENS + 1024
+    )
+    assert (rows, generated) == (8, 32) and needed <= usable
+    # Sudoku's 4,096-token budget: 32 rollouts' KV cache would not fit, 16 do
+    rows, generated, needed = holds(
+        recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=T4), PROMPT_TOKENS + 4096
+    )
+    assert kv_cache_bytes(config, 32 * (PROMPT_TOKENS + 4096)) + fixed > usable
+    assert (rows, generated) == (8, 16) and needed <= usable
+    # an A100 holds the recipe as written; the CPU is not sized
+    assert holds(
+        recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=A100_80), PROMPT_TOKENS + 4096
+    )[:2] == (8, 32)
+    assert (
+        "steps_per_generation" not in recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=CPU).grpo
+    )
+    # Qwen3-8B's 16-bit weights alone take more than a T4 holds: a clear error, not an OOM later
+    with pytest.raises(ValueError, match=r"does not fit Tesla T4 .*4-bit weights"):
+        recipe(hub_like["Qwen/Qwen3-8B"], "catch", device=T4)
+    assert (
+        recipe(hub_like["Qwen/Qwen3-8B"], "catch", device=L4).grpo["per_device_train_batch_size"]
+        == 4
+    )
 
 
 def test_the_tiny_recipe_is_the_measured_one():
