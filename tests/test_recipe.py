@@ -38,8 +38,9 @@ from kit.train import (  # noqa: E402
 
 @pytest.fixture(scope="module")
 def hub_like(tmp_path_factory):
-    """Folders shaped like Qwen3-0.6B, 1.7B and 8B on the hub: the published config and a
-    tokenizer whose template (TRL's qwen3.jinja, which is Qwen3's) reads enable_thinking."""
+    """Folders shaped like Qwen3-0.6B, 1.7B and 8B on the hub (the published config and a
+    tokenizer whose template, TRL's qwen3.jinja, which is Qwen3's, reads enable_thinking), and
+    one of an architecture kit.hardware never measured."""
     _, tokenizer = tiny_model()
     folders = {}
     for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B"):
@@ -47,6 +48,13 @@ def hub_like(tmp_path_factory):
         architecture(name).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         folders[name] = str(folder)
+    # Qwen3-1.7B with another MLP width: an architecture kit.hardware never measured
+    folder = tmp_path_factory.mktemp("unmeasured")
+    unmeasured = architecture("Qwen/Qwen3-1.7B")
+    unmeasured.intermediate_size = 6000
+    unmeasured.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    folders["unmeasured"] = str(folder)
     return folders
 
 
@@ -158,6 +166,13 @@ def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
     assert (
         "steps_per_generation" not in recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=CPU).grpo
     )
+    # an architecture never measured: the KV cache (computed from any config) still sizes the
+    # generation; the micro-batch stays the recipe's, its activations unknown
+    from transformers import AutoConfig
+
+    assert measured_for(AutoConfig.from_pretrained(hub_like["unmeasured"]), lora=True) is None
+    unmeasured = recipe(hub_like["unmeasured"], "sudoku", device=T4).grpo
+    assert (unmeasured["per_device_train_batch_size"], unmeasured["steps_per_generation"]) == (8, 2)
     # Qwen3-8B's 16-bit weights alone take more than a T4 holds: a clear error, not an OOM later
     with pytest.raises(ValueError, match=r"does not fit Tesla T4 .*4-bit weights"):
         recipe(hub_like["Qwen/Qwen3-8B"], "catch", device=T4)
