@@ -403,6 +403,20 @@ def measured_for(config: Any, lora: bool) -> dict[str, KeptBytes] | None:
     return None
 
 
+def generated_at_once(
+    config: Any, device: Device, lora: bool, row_tokens: int, rows: int, minimum: int = 1
+) -> int:
+    """The most of ``rows`` episodes of ``row_tokens`` tokens to generate together (halved down
+    to ``minimum``) whose KV cache fits beside :func:`training_bytes` in 90% of ``device``'s
+    memory: evaluation's ``batch_size``. Training's memory counts too, because a notebook
+    evaluates with the trainer, and its optimiser state, still alive."""
+    usable = 0.9 * device.memory_gib * GIB
+    fixed = training_bytes(config, lora)
+    while rows > minimum and fixed + kv_cache_bytes(config, rows * row_tokens) > usable:
+        rows //= 2
+    return rows
+
+
 def grpo_batch(
     config: Any,
     device: Device,
@@ -432,8 +446,8 @@ def grpo_batch(
 
     while rows > 1 and fixed + activations(rows) > usable:
         rows //= 2
-    while generated > num_generations and fixed + kv(generated) > usable:
-        generated //= 2
+    if cache:
+        generated = generated_at_once(config, device, lora, row_tokens, generated, num_generations)
     if fixed + max(activations(rows), kv(generated)) > usable:
         raise ValueError(
             f"a GRPO step of this model does not fit {device.name} ({device.memory_gib:g} GiB): "

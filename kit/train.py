@@ -198,7 +198,8 @@ def recipe(
     * the game's token budget (``kit.evaluate.BUDGETS``) and turn limit in GRPO and evaluation;
     * on a GPU, rows a micro-batch and rollouts generated at once, halved from
       :data:`PRETRAINED_GRPO`'s until the step fits (``kit.hardware.grpo_batch``: measured
-      activations, computed KV cache); ``ValueError`` if one group does not;
+      activations, computed KV cache); ``ValueError`` if one group does not; evaluation
+      generates up to 64 episodes together, fewer where their KV cache would not fit;
     * on a GPU, checkpoints every 25 steps, which a rerun continues from (:data:`CHECKPOINTING`);
     * vLLM colocated with training (:data:`VLLM_MEMORY_SHARE`) when it is installed on a GPU
       machine.
@@ -206,7 +207,14 @@ def recipe(
     import importlib.util
 
     from kit.evaluate import BUDGETS
-    from kit.hardware import PROMPT_TOKENS, count_parameters, detect, fits_full, grpo_batch
+    from kit.hardware import (
+        PROMPT_TOKENS,
+        count_parameters,
+        detect,
+        fits_full,
+        generated_at_once,
+        grpo_batch,
+    )
     from kit.registry import game as game_spec
     from kit.tasks import TURN_LIMITS
 
@@ -273,6 +281,11 @@ def recipe(
             gradient_accumulation_steps=rollouts // rows,
             steps_per_generation=generated // rows,
         )
+    # evaluation generates up to 64 episodes together on a GPU, as many as their KV cache allows
+    evaluation_rows = 64
+    if device.gpu:
+        row_tokens = PROMPT_TOKENS + limits["max_completion_length"]
+        evaluation_rows = generated_at_once(config, device, lora, row_tokens, evaluation_rows)
     return Recipe(
         str(model),
         game,
@@ -298,7 +311,7 @@ def recipe(
             **limits,
             "temperature": PRETRAINED_GRPO["temperature"],
             "chat_template_kwargs": thinking_kwargs,
-            "batch_size": 64,
+            "batch_size": evaluation_rows,
         },
     )
 

@@ -159,6 +159,15 @@ def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
     )
     assert kv_cache_bytes(config, 32 * (PROMPT_TOKENS + 4096)) + fixed > usable
     assert (rows, generated) == (8, 16) and needed <= usable
+    # evaluation generates 64 episodes together where their KV cache fits, fewer where not
+    for game, budget, together in (("catch", 1024, 32), ("sudoku", 4096, 16)):
+        batch = recipe(hub_like["Qwen/Qwen3-1.7B"], game, device=T4).evaluation["batch_size"]
+        assert batch == together
+        assert fixed + kv_cache_bytes(config, batch * (PROMPT_TOKENS + budget)) <= usable
+        assert fixed + kv_cache_bytes(config, 2 * batch * (PROMPT_TOKENS + budget)) > usable
+    assert (
+        recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=A100_80).evaluation["batch_size"] == 64
+    )
     # an A100 holds the recipe as written; the CPU is not sized
     assert holds(
         recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=A100_80), PROMPT_TOKENS + 4096
