@@ -15,10 +15,10 @@ weight is loaded, and a hub model's memory needs no weight download.
 
 Activations are measured, not guessed (:func:`measure_activations`): the bytes autograd keeps
 for the backward pass of GRPO's loss, computed as TRL computes it (its fused LM head, which never
-holds the logits), on the CPU, for the published architecture cut to one and two layers with
-random weights. Kept bytes are linear in the layers and in the tokens, so two depths and two
-lengths give every model's figure at any depth and length, and a third point checks it
-(``tests/test_recipe.py``). ``python -m kit.hardware --measure`` writes them to
+holds the logits), on the CPU, for the published architecture cut to one and two layers (its
+weights' values do not matter, only their shapes). Kept bytes are linear in the layers and in
+the tokens, so two depths and two lengths give every model's figure at any depth and length, and
+a third point checks it (``tests/test_hardware.py``). ``python -m kit.hardware --measure`` writes them to
 ``data/hardware/activations.json``, which the profile table reads.
 """
 

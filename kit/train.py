@@ -262,15 +262,18 @@ def recipe(
             "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE,
         }
     batch = dict(PRETRAINED_GRPO)
+    evaluation_rows = 64
     if device.gpu:
-        # as many rows a micro-batch and rollouts generated at once as the GPU holds (measured
-        # activations, computed KV cache), the rollouts of an optimiser step unchanged
+        # as many rows a micro-batch, rollouts generated at once and evaluation episodes played
+        # together as the GPU holds (measured activations, computed KV cache), the rollouts of
+        # an optimiser step unchanged
+        row_tokens = PROMPT_TOKENS + limits["max_completion_length"]
         rollouts = batch["per_device_train_batch_size"] * batch["gradient_accumulation_steps"]
         rows, generated = grpo_batch(
             config,
             device,
             lora,
-            PROMPT_TOKENS + limits["max_completion_length"],
+            row_tokens,
             batch["per_device_train_batch_size"],
             rollouts,
             batch["num_generations"],
@@ -281,10 +284,6 @@ def recipe(
             gradient_accumulation_steps=rollouts // rows,
             steps_per_generation=generated // rows,
         )
-    # evaluation generates up to 64 episodes together on a GPU, as many as their KV cache allows
-    evaluation_rows = 64
-    if device.gpu:
-        row_tokens = PROMPT_TOKENS + limits["max_completion_length"]
         evaluation_rows = generated_at_once(config, device, lora, row_tokens, evaluation_rows)
     return Recipe(
         str(model),
