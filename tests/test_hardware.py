@@ -81,3 +81,43 @@ def test_the_kv_cache_is_what_generation_allocates():
         t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values)
     )
     assert allocated == kv_cache_bytes(model.config, 3 * 17, bytes_per_value=4)
+
+
+# -- scripts/gpu_profile.py, the GPU check, run here in its CPU smoke mode ----------------------
+
+
+def _gpu_profile():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "gpu_profile.py"
+    spec = importlib.util.spec_from_file_location("gpu_profile", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_profile_script_runs_a_grpo_step_and_appends_its_line(tmp_path):
+    import json
+
+    from kit.hardware import GIB
+    from kit.models import tiny_config, tiny_tokenizer
+
+    script = _gpu_profile()
+    padded = script.padded_tokenizer(2048)
+    assert len(padded) == 2048
+    text = "Let's play Catch."
+    assert padded.encode(text) == tiny_tokenizer("qwen3", 1024).encode(text)
+
+    out = tmp_path / "profile.jsonl"
+    out.write_text('{"earlier": "run"}\n')
+    (line,) = script.main(["--smoke", "--out", str(out)])
+    assert line["fits"] and line["budget"] == 64 and line["device"] == "cpu"
+    assert len(line["step_time_s"]) == 1 and line["step_time_s"][0] > 0
+    assert line["longest_rollout_tokens"] > 64  # a prompt and a completion
+    tokens, rollouts = line["longest_rollout_tokens"], 8 * line["gradient_accumulation_steps"]
+    cache = kv_cache_bytes(tiny_config(), rollouts * tokens) / GIB
+    assert line["predicted_gib"]["kv_cache"] == round(cache, 2)
+    assert [json.loads(x) for x in out.read_text().splitlines()] == [{"earlier": "run"}, line]
+    with pytest.raises(SystemExit):
+        script.main(["--models", "Qwen/Qwen9", "--out", str(out)])
