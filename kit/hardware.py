@@ -396,9 +396,11 @@ def training_bytes(config: Any, lora: bool) -> int:
 
 def measured_for(config: Any, lora: bool) -> dict[str, KeptBytes] | None:
     """The stored measurement (:func:`measured_activations`) of the architecture ``config``
-    has, whatever its name or folder; None for an architecture not measured."""
+    has, whatever its name or folder; None for an architecture not measured. Matched on the
+    fields that shape the tensors (a fine-tune with another context length is the same)."""
     for name, values in ARCHITECTURES.items():
-        if all(getattr(config, key, None) == value for key, value in values.items()):
+        shapes = {k: v for k, v in values.items() if k != "max_position_embeddings"}
+        if all(getattr(config, key, None) == value for key, value in shapes.items()):
             return measured_activations()[name]["lora" if lora else "full"]
     return None
 

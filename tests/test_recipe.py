@@ -180,6 +180,9 @@ def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
     from transformers import AutoConfig
 
     assert measured_for(AutoConfig.from_pretrained(hub_like["unmeasured"]), lora=True) is None
+    longer = architecture("Qwen/Qwen3-1.7B")
+    longer.max_position_embeddings = 131072  # another context length: the same tensors
+    assert measured_for(longer, lora=True) == kept
     unmeasured = recipe(hub_like["unmeasured"], "sudoku", device=T4).grpo
     assert (unmeasured["per_device_train_batch_size"], unmeasured["steps_per_generation"]) == (8, 2)
     # Qwen3-8B's 16-bit weights alone take more than a T4 holds: a clear error, not an OOM later
