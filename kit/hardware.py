@@ -359,13 +359,19 @@ def measure_all(models: tuple[str, ...] = tuple(ARCHITECTURES)) -> dict[str, Any
     return stored
 
 
-def checkpointed_peak(kept: dict[str, KeptBytes], layers: int, tokens: int) -> float:
+def checkpointed_peak(config: Any, lora: bool, tokens: int) -> float | None:
     """The activations of a GRPO micro-batch of ``tokens`` tokens under gradient checkpointing,
     at their peak: what the forward pass keeps (each layer's input), plus the one layer the
     backward pass recomputes at a time, which holds what a pass without checkpointing keeps.
-    ``kept`` is one model's and mode's entry of :func:`measured_activations`."""
+    From the stored measurement of ``config``'s architecture (:func:`measured_for`); None for an
+    architecture not measured."""
+    kept = measured_for(config, lora)
+    if kept is None:
+        return None
     plain = kept["plain"]
-    return kept["checkpointed"](layers, tokens) + plain(1, tokens) - plain(0, tokens)
+    return (
+        kept["checkpointed"](config.num_hidden_layers, tokens) + plain(1, tokens) - plain(0, tokens)
+    )
 
 
 def kv_cache_bytes(config: Any, tokens: int, bytes_per_value: int = 2) -> int:
@@ -438,10 +444,9 @@ def grpo_batch(
     ``num_generations``. Raises ``ValueError`` when one row or one group does not fit."""
     usable = 0.9 * device.memory_gib * GIB
     fixed = training_bytes(config, lora)
-    kept = measured_for(config, lora)
 
     def activations(rows: int) -> float:
-        return checkpointed_peak(kept, config.num_hidden_layers, rows * row_tokens) if kept else 0
+        return checkpointed_peak(config, lora, rows * row_tokens) or 0
 
     def kv(generated: int) -> float:
         return kv_cache_bytes(config, generated * row_tokens) if cache else 0
@@ -492,14 +497,15 @@ def profile_table(
             config = architecture(name)
             lora = not fits_full(count_parameters(config), device)
             try:
-                fitted = grpo_batch(config, device, lora, row, rows, generated, 8)
+                fitted = grpo_batch(
+                    config, device, lora, row, rows, generated, PRETRAINED_GRPO["num_generations"]
+                )
                 fits = "yes"
                 if fitted != (rows, generated):
                     fits = f"yes: {fitted[0]} rows a micro-batch, {fitted[1]} rollouts generated at once"
             except ValueError:
                 fits = "no: needs 4-bit weights"
-            kept = measured_for(config, lora)
-            activations = checkpointed_peak(kept, config.num_hidden_layers, rows * row)
+            activations = checkpointed_peak(config, lora, rows * row)
             mode = f"LoRA r={LORA['r']}" if lora else "full"
             lines.append(
                 f"| {device.name} ({device.memory_gib:g} GiB) | {name} | {mode} "

@@ -93,19 +93,16 @@ def profile(name: str, config: Any, game: str, steps: int, budget: int | None) -
         len(t.prompt_ids) + len(t.completion_ids) for b in capture.batches for t in b.trajectories
     )
     line["longest_rollout_tokens"] = tokens
-    kept = hardware.measured_for(config, r.lora)
     rows = r.grpo["per_device_train_batch_size"]
     generated = rows * (r.grpo.get("steps_per_generation") or r.grpo["gradient_accumulation_steps"])
-    activations = (
-        hardware.checkpointed_peak(kept, config.num_hidden_layers, rows * tokens) if kept else 0
-    )
+    activations = hardware.checkpointed_peak(config, r.lora, rows * tokens)
     cache = hardware.kv_cache_bytes(config, generated * tokens)
     fixed = hardware.training_bytes(config, r.lora)
     line["predicted_gib"] = {
         "weights_and_optimiser": round(fixed / GIB, 2),
-        "activations": round(activations / GIB, 2) if kept else None,
+        "activations": None if activations is None else round(activations / GIB, 2),
         "kv_cache": round(cache / GIB, 2),
-        "peak": round((fixed + max(activations, cache)) / GIB, 2),
+        "peak": round((fixed + max(activations or 0, cache)) / GIB, 2),
     }
     del model, trainer, capture
     gc.collect()

@@ -145,7 +145,7 @@ def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
         )
         assert rows * g["gradient_accumulation_steps"] == 32  # the rollouts of a step unchanged
         assert generated % g["num_generations"] == 0  # whole groups
-        activations = checkpointed_peak(kept, config.num_hidden_layers, rows * tokens)
+        activations = checkpointed_peak(config, True, rows * tokens)
         return rows, generated, fixed + max(activations, kv_cache_bytes(config, generated * tokens))
 
     # Catch: 8 rows of a prompt + 1,024 tokens and 32 rollouts at once fit a T4
