@@ -4,6 +4,7 @@
     python -m kit.demo --game wordle --sft-steps 400     # any game, more warm-up
     python -m kit.demo --sft-control 500                 # would more SFT have done as well?
     python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
+    python -m kit.demo --hidden-size 256 --layers 4         # a larger tiny model (slower)
     python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
@@ -56,6 +57,7 @@ from typing import Any
 from kit import registry
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
+from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, tiny_config
 from kit.runs import finite, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
@@ -95,13 +97,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kit.train import grpo, warm_up
 
     game, seed, out = args.game, args.seed, args.out
-    print(f"kit.demo: {game}, seed {seed}, tiny model, CPU, offline -> {out}", flush=True)
+    size = f"{args.hidden_size} wide, {args.layers} layers"
+    print(f"kit.demo: {game}, seed {seed}, tiny model ({size}), CPU, offline -> {out}", flush=True)
     print(f"held out: {HELD_OUT[game]}", flush=True)
     where = args.where
     # every held-out task, or those --where selects (None: evaluate's own default, the same)
     tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
     print(f"tasks: {f'only those with {where}' if where else 'all'}\n", flush=True)
-    model, tokenizer = tiny_model(seed=seed)
+    model, tokenizer = tiny_model(args.hidden_size, args.layers, seed=seed)
     seconds: dict[str, float] = {}
 
     def measure(name: str, player: Any = None) -> Evaluation:
@@ -216,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "command": args.command,
         "seed": seed,
         "game": game,
+        "model": {"hidden_size": args.hidden_size, "layers": args.layers},
         "held_out": HELD_OUT[game],
         "where": where,
         "max_completion_length": args.max_completion_length,
@@ -280,6 +284,15 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0, help="model init, training and sampling")
     parser.add_argument(
+        "--hidden-size",
+        type=int,
+        default=TINY_HIDDEN_SIZE,
+        help="width of the tiny model (kit.models.tiny_config): a positive multiple of 8",
+    )
+    parser.add_argument(
+        "--layers", type=int, default=TINY_LAYERS, help="decoder layers of the tiny model"
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -326,10 +339,15 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "eval_generations",
         "max_completion_length",
         "threads",
+        "layers",
     ):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    try:
+        tiny_config(args.hidden_size, args.layers)
+    except ValueError as error:
+        parser.error(f"--hidden-size / --layers: {error}")
     if args.sft_control < 0:
         parser.error("--sft-control must be 0 (no control) or more")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
@@ -344,6 +362,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         f"--grpo-steps {args.grpo_steps} --eval-generations {args.eval_generations} "
         f"--temperature {args.temperature:g} --max-completion-length "
         f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
+        + (
+            f" --hidden-size {args.hidden_size} --layers {args.layers}"
+            if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
+            else ""
+        )
         + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
     )

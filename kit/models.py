@@ -5,8 +5,9 @@ real ``GRPOTrainer`` end to end. ``tiny_model()`` trains a byte-level BPE tokeni
 own text (a Catch board row is one token: see ``Catch.LINE_PATTERN``), adds the ChatML and
 tool-call tokens, and sets one of TRL's bundled chat templates byte for byte (TRL recognises a
 template by its exact text, and refuses tool training otherwise). The model is a randomly
-initialised ``Qwen3ForCausalLM`` of about 0.4M parameters: it knows nothing until the kit's SFT
-warm-up, and every code path it goes through is the one a 1.7B model takes.
+initialised ``Qwen3ForCausalLM`` of about 0.4M parameters (other widths and depths on request):
+it knows nothing until the kit's SFT warm-up, and every code path it goes through is the one a
+1.7B model takes.
 
 ``load(name)`` is the path GPU users take: a hub id or a local folder, with TRL's template put
 on tokenizers whose own template TRL does not know. ``save(model, tokenizer, path)`` writes a
@@ -26,6 +27,9 @@ CHAT_TEMPLATES = ("qwen3", "qwen3_instruct_2507")
 
 # Tokens the Qwen3 templates and TRL's response parser rely on; each must be a single id.
 TINY_VOCAB_SIZE = 1024  # tiny_tokenizer's vocabulary, special tokens included
+# The tiny model's default size: 0.43M parameters, fast enough for a GRPO run on a laptop CPU.
+TINY_HIDDEN_SIZE = 128
+TINY_LAYERS = 2
 SPECIAL_TOKENS = [
     "<|endoftext|>",
     "<|im_start|>",
@@ -156,10 +160,19 @@ def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = TINY_VOCAB_SI
     return tokenizer
 
 
-def tiny_config(hidden_size: int = 128, num_layers: int = 2) -> Any:
+def tiny_config(hidden_size: int = TINY_HIDDEN_SIZE, num_layers: int = TINY_LAYERS) -> Any:
     """The ``Qwen3Config`` of :func:`tiny_model`: what it is, without training its tokenizer
-    (``kit.hardware.count_parameters(tiny_config())`` counts it on the meta device)."""
+    (``kit.hardware.count_parameters(tiny_config())`` counts it on the meta device). Four
+    attention heads of ``hidden_size // 4``, an MLP twice as wide as the model."""
     from transformers import Qwen3Config
+
+    # type(), not isinstance(): True is an int. A width that 4 heads cannot share evenly, or
+    # heads of odd width (rotary embeddings rotate pairs of dimensions), would fail later, inside
+    # transformers, with a shape error.
+    if type(hidden_size) is not int or hidden_size < 8 or hidden_size % 8:
+        raise ValueError(f"hidden_size must be a positive multiple of 8, got {hidden_size!r}")
+    if type(num_layers) is not int or num_layers < 1:
+        raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
 
     return Qwen3Config(
         vocab_size=TINY_VOCAB_SIZE,
@@ -178,8 +191,8 @@ def tiny_config(hidden_size: int = 128, num_layers: int = 2) -> Any:
 
 
 def tiny_model(
-    hidden_size: int = 128,
-    num_layers: int = 2,
+    hidden_size: int = TINY_HIDDEN_SIZE,
+    num_layers: int = TINY_LAYERS,
     chat_template: str = "qwen3",
     seed: int = 0,
 ) -> tuple[Any, Any]:

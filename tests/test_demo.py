@@ -71,6 +71,7 @@ def test_the_demo_writes_every_output_and_says_where(demo):
         f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
     )
     assert summary["command"] == command and summary["seed"] == 3
+    assert summary["model"] == {"hidden_size": 128, "layers": 2}  # the default tiny model
     assert stdout.rstrip().endswith(f"reproduce: {command}")
     html = Path(summary["html"])
     assert html == out / "trajectory.html" and str(html) in stdout
@@ -149,6 +150,8 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--eval-generations", "0"], "--eval-generations must be at least 1"),
         (["--sft-control", "-1"], "--sft-control must be 0 (no control) or more"),
         (["--threads", "0"], "--threads must be at least 1"),
+        (["--layers", "0"], "--layers must be at least 1"),
+        (["--hidden-size", "12"], "hidden_size must be a positive multiple of 8, got 12"),
         (["--temperature", "0"], "--temperature must be a positive number"),
         (["--game", "chess"], "invalid choice: 'chess'"),
         (["--max-completion-length", "-4"], "--max-completion-length must be at least 1"),
@@ -169,14 +172,22 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
 
 def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tmp_path):
     """One run with both options: --where narrows GRPO and every evaluation; --sft-control
-    trains the saved SFT checkpoint (not the GRPO model) further, and compares it."""
+    trains the saved SFT checkpoint (not the GRPO model) further, and compares it. On a tiny
+    model of another size, which the summary, the command and the checkpoints record."""
     out = tmp_path / "left"
-    options = ("--where", "ball_col=0", "--sft-control", "3")
+    size = ("--hidden-size", "64", "--layers", "1")
+    options = ("--where", "ball_col=0", "--sft-control", "3", *size)
     done = _run(*ARGS, "--max-completion-length", str(BUDGET), *options, "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["where"] == {"ball_col": 0}
-    assert summary["command"].endswith("--seed 0 --threads 1 --where ball_col=0 --sft-control 3")
+    assert summary["command"].endswith(
+        "--seed 0 --threads 1 --hidden-size 64 --layers 1 --where ball_col=0 --sft-control 3"
+    )
+    assert summary["model"] == {"hidden_size": 64, "layers": 1}
+    for checkpoint in summary["checkpoints"].values():
+        config = load(checkpoint)[0].config
+        assert (config.hidden_size, config.num_hidden_layers) == (64, 1)
     held_out = len(TaskProvider("catch", "eval", where={"ball_col": 0}))
     assert held_out == 2  # heights 8 and 10
     records = summary["evaluation"]

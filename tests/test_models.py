@@ -13,6 +13,7 @@ from kit.models import (  # noqa: E402
     SPECIAL_TOKENS,
     load,
     save,
+    tiny_config,
     tiny_model,
     tiny_tokenizer,
     trl_chat_template,
@@ -104,6 +105,21 @@ def test_tiny_model_is_deterministic_and_small(tiny):
         assert torch.equal(a, b)
     assert sum(p.numel() for p in model.parameters()) < 1_000_000
     assert model.config.vocab_size == len(tokenizer)
+
+
+def test_the_tiny_model_comes_in_other_sizes_and_refuses_impossible_ones():
+    model, _ = tiny_model(hidden_size=64, num_layers=1)
+    assert (model.config.hidden_size, model.config.num_hidden_layers) == (64, 1)
+    assert model.config.head_dim * model.config.num_attention_heads == 64
+    for size, layers, message in (
+        (12, 2, "hidden_size must be a positive multiple of 8, got 12"),  # heads of width 3
+        (0, 2, "hidden_size must be a positive multiple of 8, got 0"),
+        (128.0, 2, "hidden_size must be a positive multiple of 8, got 128.0"),
+        (128, 0, "num_layers must be a positive integer, got 0"),
+        (128, True, "num_layers must be a positive integer, got True"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            tiny_config(size, layers)
 
 
 def test_load_round_trips_a_local_folder(tiny, tmp_path):
