@@ -164,8 +164,6 @@ def tiny_config(hidden_size: int = TINY_HIDDEN_SIZE, num_layers: int = TINY_LAYE
     """The ``Qwen3Config`` of :func:`tiny_model`: what it is, without training its tokenizer
     (``kit.hardware.count_parameters(tiny_config())`` counts it on the meta device). Four
     attention heads of ``hidden_size // 4``, an MLP twice as wide as the model."""
-    from transformers import Qwen3Config
-
     # type(), not isinstance(): True is an int. A width that 4 heads cannot share evenly, or
     # heads of odd width (rotary embeddings rotate pairs of dimensions), would fail later, inside
     # transformers, with a shape error.
@@ -173,6 +171,7 @@ def tiny_config(hidden_size: int = TINY_HIDDEN_SIZE, num_layers: int = TINY_LAYE
         raise ValueError(f"hidden_size must be a positive multiple of 8, got {hidden_size!r}")
     if type(num_layers) is not int or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+    from transformers import Qwen3Config  # after the checks: a refusal needs no transformers
 
     return Qwen3Config(
         vocab_size=TINY_VOCAB_SIZE,
