@@ -5,6 +5,7 @@
     python -m kit.demo --sft-control 500                 # would more SFT have done as well?
     python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
     python -m kit.demo --hidden-size 256 --layers 4         # a larger tiny model (slower)
+    python -m kit.demo --sft-from runs/demo/RUN --grpo beta=0.2  # GRPO variants, one warm-up
     python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
@@ -40,11 +41,20 @@ checkpoint is ``sft-control-model/``.
 eval boards still have heights no phase trained on). With ``ball_col=0`` the ball always falls in
 the left column, so a player wins without reading the board: the control that tells a model
 that cannot learn from one that cannot see (README, "Does it learn?").
+
+``--grpo KEY=VALUE`` changes one field of GRPO's recipe (``kit.train.GRPO``) or any other
+``trl.GRPOConfig`` field (``learning_rate=2e-4``, ``beta=0.2``, ``loss_type=dr_grpo``), checked
+by building the config before anything trains. ``--sft-from RUN`` starts from an earlier run's
+SFT checkpoint (``RUN/sft-model``) instead of training one: the ablation of a GRPO setting from
+one warm-up, in the time of GRPO alone. The base model is not evaluated then; the SFT model is
+(at this run's seed, so with the earlier run's seed and ``--threads`` its row repeats that run's),
+and the earlier run's folder is only read.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -70,6 +80,7 @@ GRPO_FIGURES = (
     "tools/call_frequency",
     "tools/failure_frequency",
     "entropy",
+    "kl",  # logged by TRL only with a KL term (beta > 0)
 )
 COMPARED = ("win_rate", "finished", "mean_reward")
 
@@ -99,12 +110,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     game, seed, out = args.game, args.seed, args.out
     size = f"{args.hidden_size} wide, {args.layers} layers"
     print(f"kit.demo: {game}, seed {seed}, tiny model ({size}), CPU, offline -> {out}", flush=True)
+    if args.grpo:
+        print(f"GRPO recipe changed: {args.grpo}", flush=True)
     print(f"held out: {HELD_OUT[game]}", flush=True)
     where = args.where
     # every held-out task, or those --where selects (None: evaluate's own default, the same)
     tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
     print(f"tasks: {f'only those with {where}' if where else 'all'}\n", flush=True)
-    model, tokenizer = tiny_model(args.hidden_size, args.layers, seed=seed)
     seconds: dict[str, float] = {}
 
     def measure(name: str, player: Any = None) -> Evaluation:
@@ -126,15 +138,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(f"   {_headline(result, game)}  ({seconds[f'evaluate {name}']:.0f} s)\n", flush=True)
         return result
 
-    print("1. evaluate the random tiny model", flush=True)
-    base = measure("base")
+    base: Evaluation | None = None
+    if args.sft_from:
+        sft_model = args.sft_from / "sft-model"
+        sft_record = {**args.source["sft"], "from": str(args.sft_from)}
+        model, tokenizer = load(sft_model)
+        print(f"1-2. no base model, no SFT: the warm-up of {args.sft_from} ({sft_model})\n")
+    else:
+        model, tokenizer = tiny_model(args.hidden_size, args.layers, seed=seed)
+        print("1. evaluate the random tiny model", flush=True)
+        base = measure("base")
 
-    print(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
-    clock = time.perf_counter()
-    losses = warm_up(model, tokenizer, game, args.sft_steps, seed, out / "sft")
-    seconds["SFT"] = time.perf_counter() - clock
-    save(model, tokenizer, out / "sft-model")
-    print(f"   {seconds['SFT']:.0f} s; checkpoint {out / 'sft-model'}\n", flush=True)
+        print(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
+        clock = time.perf_counter()
+        losses = warm_up(model, tokenizer, game, args.sft_steps, seed, out / "sft")
+        seconds["SFT"] = time.perf_counter() - clock
+        sft_model = out / "sft-model"
+        save(model, tokenizer, sft_model)
+        sft_record = {"steps": args.sft_steps, "losses": losses, **SFT}
+        print(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
     print("3. evaluate the warmed-up model", flush=True)
     sft = measure("SFT")
@@ -151,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         where=where,
         max_completion_length=args.max_completion_length,
         temperature=args.temperature,
+        **args.grpo,
     )
     seconds["GRPO"] = time.perf_counter() - clock
     save(model, tokenizer, out / "grpo-model")
@@ -175,13 +198,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("5. evaluate the GRPO model", flush=True)
     after = measure("SFT + GRPO")
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
-    evaluations = [base, sft, after]
+    evaluations = [e for e in (base, sft, after) if e is not None]
     control: dict[str, Any] | None = None
     control_comparisons: list[tuple[str, Comparison]] = []
     if args.sft_control:
-        print(f"6. control: {args.sft_control} more SFT steps from {out / 'sft-model'}", flush=True)
+        print(f"6. control: {args.sft_control} more SFT steps from {sft_model}", flush=True)
         clock = time.perf_counter()
-        more, _ = load(out / "sft-model")
+        more, _ = load(sft_model)
         control_losses = warm_up(more, tokenizer, game, args.sft_control, seed, out / "sft-control")
         seconds["SFT control"] = time.perf_counter() - clock
         save(more, tokenizer, out / "sft-control-model")
@@ -207,7 +230,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     column = registry.game(game).breakdown
     breakdown = None
     if column:
-        rows = by_task(evaluations[1:], game, "win_rate", by=column).to_dict("records")
+        trained = [e for e in evaluations if e is not base]
+        rows = by_task(trained, game, "win_rate", by=column).to_dict("records")
         breakdown = {"metric": "win_rate", "column": column, "rows": rows}
 
     from kit.viz import save_html
@@ -229,18 +253,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
         "breakdown": breakdown,
         "sft_control": control,
-        "sft": {"steps": args.sft_steps, "losses": losses, **SFT},
+        "sft": sft_record,
         "grpo": {
             "steps": args.grpo_steps,
             "log": grpo_log,
             "html_step": batch.step,
             **GRPO,
             "temperature": args.temperature,
+            **args.grpo,
+            "changed": args.grpo,
         },
         "seconds": seconds,
         "html": str(html),
         "checkpoints": {
-            "sft": str(out / "sft-model"),
+            "sft": str(sft_model),
             "grpo": str(out / "grpo-model"),
             **({"sft_control": str(out / "sft-control-model")} if control else {}),
         },
@@ -256,10 +282,22 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m kit.demo",
         description=__doc__.split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Help,
     )
-    parser.add_argument("--game", default="catch", choices=sorted(ENVS))
-    parser.add_argument("--sft-steps", type=int, default=SFT_STEPS, help="SFT warm-up steps")
+    parser.add_argument(
+        "--game", choices=sorted(ENVS), help="default: catch; with --sft-from, that run's"
+    )
+    parser.add_argument(
+        "--sft-steps",
+        type=int,
+        help=f"SFT warm-up steps (default: {SFT_STEPS}; not with --sft-from)",
+    )
+    parser.add_argument(
+        "--sft-from",
+        type=Path,
+        metavar="RUN",
+        help="start from an earlier run's SFT checkpoint (RUN/sft-model) instead of training one",
+    )
     parser.add_argument(
         "--grpo-steps", type=int, default=GRPO_STEPS, help="GRPO steps after the warm-up"
     )
@@ -286,11 +324,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--hidden-size",
         type=int,
-        default=TINY_HIDDEN_SIZE,
-        help="width of the tiny model (kit.models.tiny_config): a positive multiple of 8",
+        help="width of the tiny model (kit.models.tiny_config): a positive multiple of 8 "
+        f"(default: {TINY_HIDDEN_SIZE}; with --sft-from, that run's)",
     )
     parser.add_argument(
-        "--layers", type=int, default=TINY_LAYERS, help="decoder layers of the tiny model"
+        "--layers",
+        type=int,
+        help=f"decoder layers of the tiny model (default: {TINY_LAYERS}; with --sft-from, that run's)",
     )
     parser.add_argument(
         "--threads",
@@ -312,6 +352,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "(a JSON value, else a string), e.g. ball_col=0; repeatable",
     )
     parser.add_argument(
+        "--grpo",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a trl.GRPOConfig field of GRPO's recipe (kit.train.GRPO), e.g. beta=0.2 or "
+        "learning_rate=2e-4 (a JSON value, else a string); repeatable",
+    )
+    parser.add_argument(
         "--out", type=Path, help="output folder, new or empty (default: runs/demo/<time stamp>)"
     )
     parser.add_argument(
@@ -327,8 +375,19 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         if missing:
             parser.error(f"--table: no such file: {', '.join(missing)}")
         return args
+    if args.sft_from:
+        _take_warm_up(parser, args)
+    defaults = {
+        "game": "catch",
+        "sft_steps": SFT_STEPS,
+        "hidden_size": TINY_HIDDEN_SIZE,
+        "layers": TINY_LAYERS,
+    }
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     try:
-        args.where = _where(args.where)
+        args.where = _pairs(args.where)
         for split in ("train", "eval"):
             TaskProvider(args.game, split, where=args.where)  # some task of each split matches
     except ValueError as error:
@@ -354,26 +413,126 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--temperature must be a positive number")
     args.max_completion_length = args.max_completion_length or BUDGETS[args.game]
     try:
+        args.grpo = _grpo_recipe(args)
+    except ValueError as error:
+        parser.error(f"--grpo: {error}")
+    try:
         args.out = run_dir(args.out)  # a new folder: a run never writes over another's files
     except ValueError as error:
         parser.error(f"--out: {error}")
-    args.command = (
-        f"python -m kit.demo --game {args.game} --sft-steps {args.sft_steps} "
-        f"--grpo-steps {args.grpo_steps} --eval-generations {args.eval_generations} "
-        f"--temperature {args.temperature:g} --max-completion-length "
-        f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
+    warm_up = (
+        f"--sft-from {args.sft_from}"
+        if args.sft_from
+        else f"--sft-steps {args.sft_steps}"
         + (
             f" --hidden-size {args.hidden_size} --layers {args.layers}"
             if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
             else ""
         )
+    )
+    args.command = (
+        f"python -m kit.demo --game {args.game} {warm_up} "
+        f"--grpo-steps {args.grpo_steps} --eval-generations {args.eval_generations} "
+        f"--temperature {args.temperature:g} --max-completion-length "
+        f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
         + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())
+        + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
     )
     return args
 
 
-def _where(pairs: Sequence[str]) -> dict[str, Any]:
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where its help says it (default ``None``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--sft-from RUN``: check that RUN is a ``kit.demo`` run with its SFT checkpoint, and take
+    the game and the model's size from it; an option that would contradict it is refused."""
+    from kit.models import missing_files
+
+    run = args.sft_from
+    try:
+        source = json.loads((run / "summary.json").read_text())
+        steps, game = source["sft"]["steps"], source["game"]
+    except (OSError, ValueError, KeyError, TypeError):
+        parser.error(f"--sft-from: {run} is not a kit.demo run (no readable summary.json)")
+    checkpoint = run / "sft-model"
+    missing = missing_files(checkpoint) if checkpoint.is_dir() else ["sft-model/ folder"]
+    if missing:
+        parser.error(f"--sft-from: {run} has no whole SFT checkpoint: no {'; no '.join(missing)}")
+    for option in ("sft_steps", "hidden_size", "layers"):
+        if getattr(args, option) is not None:
+            parser.error(
+                f"--{option.replace('_', '-')}: the warm-up is {run}'s ({steps} SFT steps on "
+                "its model); drop the option, or drop --sft-from"
+            )
+    if args.game not in (None, game):
+        parser.error(f"--game {args.game}: {run} warmed up a model on {game}")
+    config = json.loads((checkpoint / "config.json").read_text())
+    args.game, args.sft_steps, args.source = game, steps, source
+    args.hidden_size, args.layers = config["hidden_size"], config["num_hidden_layers"]
+
+
+# Fields of GRPOConfig the runbook sets from its own options, and why.
+_OWN_FIELDS = {
+    "temperature": "--temperature (the evaluations sample at it too)",
+    "max_completion_length": "--max-completion-length (the evaluations' budget too)",
+    "max_steps": "--grpo-steps",
+    "seed": "--seed",
+    "output_dir": "the run's folder (--out)",
+}
+
+
+def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
+    """``--grpo KEY=VALUE`` pairs as ``GRPOConfig`` overrides, checked by building the config
+    this run's GRPO will use: an unknown field, a value of the wrong type, or a combination
+    TRL refuses is a ``ValueError`` before anything trains."""
+    import dataclasses
+    import tempfile
+
+    from trl import GRPOConfig
+
+    from kit.tasks import TURN_LIMITS
+    from kit.train import grpo_config
+
+    changed = _pairs(args.grpo)
+    fields = {field.name: field for field in dataclasses.fields(GRPOConfig)}
+    for key, value in changed.items():
+        if key in _OWN_FIELDS:
+            raise ValueError(f"{key} is set with {_OWN_FIELDS[key]}")
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"{key!r} is not a trl.GRPOConfig field{hint}")
+        kind = fields[key].type
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is float and number:
+            if not math.isfinite(value):
+                raise ValueError(f"{key} must be a finite number, got {value}")
+            changed[key] = float(value)
+        elif kind in (int, bool, str, float) and type(value) is not kind:
+            raise ValueError(f"{key} must be {kind.__name__}, got {value!r}")
+    recipe = {
+        "max_tool_calling_iterations": TURN_LIMITS[args.game],
+        **GRPO,
+        **changed,
+        "max_completion_length": args.max_completion_length,
+        "temperature": args.temperature,
+    }
+    quiet_libraries()  # building the config warns of a renamed transformers API
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            grpo_config(folder, max_steps=args.grpo_steps, seed=args.seed, **recipe)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"trl.GRPOConfig refuses {changed}: {error}") from None
+    return changed
+
+
+def _pairs(pairs: Sequence[str]) -> dict[str, Any]:
     """``["ball_col=0"]`` -> ``{"ball_col": 0}``: each value is read as JSON, else kept as text."""
     where: dict[str, Any] = {}
     for pair in pairs:
@@ -392,7 +551,8 @@ def _where(pairs: Sequence[str]) -> dict[str, Any]:
 def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     """The README's table of runs (one row per ``summary.json``, usually one per seed), as
     Markdown: each model's win rate with its Wilson interval, and the paired comparisons with
-    their intervals and p-values; the control's columns when every run has one."""
+    their intervals and p-values; the control's columns when every run has one, and GRPO's
+    steps and changed settings (``--grpo``) when the runs' differ."""
 
     def number(value: float, signed: bool = False) -> str:
         text = f"{abs(value):.2f}"
@@ -410,11 +570,23 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         low, high = number(c["difference_low"], True), number(c["difference_high"], True)
         return f"{number(c['difference'], True)} [{low}, {high}], {shown}"
 
+    def recipe(s: Mapping[str, Any]) -> str:
+        steps = s["grpo"]["steps"]
+        changed = s["grpo"].get("changed") or {}  # runs before --grpo changed nothing
+        settings = [
+            f"{k}={format(v, 'g') if isinstance(v, float) else v}" for k, v in changed.items()
+        ]
+        return "; ".join([f"{steps} step{'s' * (steps != 1)}", *settings])
+
     control = all(s.get("sft_control") for s in summaries)
+    # a column for GRPO's recipe only where the runs' recipes differ: one table per ablation
+    recipes = [recipe(s) for s in summaries]
     header = ["seed", "SFT win rate", "SFT + GRPO", "GRPO − SFT"]
     if control:
         header[3:3] = ["SFT + more SFT"]
         header += ["more SFT − SFT", "GRPO − more SFT"]
+    if len(set(recipes)) > 1:
+        header.insert(1, "GRPO")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for s in summaries:
         models = {record["player"]: record for record in s["evaluation"]}
@@ -424,6 +596,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
             row[3:3] = [rate(models["SFT + more SFT"])]
             more = s["sft_control"]
             row += [difference(more["more_sft_vs_sft"]), difference(more["grpo_vs_more_sft"])]
+        if len(set(recipes)) > 1:
+            row.insert(1, recipe(s))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -462,7 +636,7 @@ def _report(
             print(f"  {label}: {comparison}")
     if summary["breakdown"]:
         column, rows = summary["breakdown"]["column"], summary["breakdown"]["rows"]
-        names = [e.name for e in evaluations[1:]]
+        names = [e.name for e in evaluations if e.name != "base"]
         print(f"\nWin rate by {column}, the same held-out episodes:")
         print(f"  {column:<10}{'episodes':>9}" + "".join(f"{name:>16}" for name in names))
         for row in rows:
@@ -472,6 +646,7 @@ def _report(
         f"\nSFT    {sft['steps']} steps, batch {sft['per_device_train_batch_size']}, "
         f"lr {sft['learning_rate']:g}: loss {sft['losses'][0]['loss']:.3f} (step "
         f"{sft['losses'][0]['step']}) -> {sft['losses'][-1]['loss']:.3f}"
+        + (f", the warm-up of {sft['from']}" if "from" in sft else "")
     )
     log = grpo_run["log"]
     tenth = max(1, len(log) // 10)

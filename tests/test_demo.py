@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -162,12 +163,116 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--where", "rows=8"], "no catch train task has {'rows': 8}"),  # a held-out height
         (["--where", "ball_col=7"], "no catch train task"),
         (["--game", "echo", "--where", "x=1"], "drawn afresh"),
+        (["--grpo", "beta"], "--grpo: 'beta' is not KEY=VALUE"),
+        (["--grpo", "lr=1e-4"], "'lr' is not a trl.GRPOConfig field"),
+        (["--grpo", "learning_rat=1e-4"], "did you mean learning_rate?"),
+        (["--grpo", "temperature=1"], "temperature is set with --temperature"),
+        (["--grpo", "seed=1"], "seed is set with --seed"),
+        (["--grpo", "learning_rate=fast"], "learning_rate must be float, got 'fast'"),
+        (["--grpo", "learning_rate=Infinity"], "learning_rate must be a finite number, got inf"),
+        (["--grpo", "num_iterations=1.5"], "num_iterations must be int, got 1.5"),
+        (["--grpo", "beta=true"], "beta must be float, got True"),
+        (  # TRL's own check, run before anything trains
+            ["--grpo", "per_device_train_batch_size=30"],
+            "generation_batch_size (30) must be divisible by num_generations (8)",
+        ),
+        (["--sft-from", str(tmp_path)], f"--sft-from: {tmp_path} is not a kit.demo run"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert a_file.read_text() == "mine"
     assert not (tmp_path / "runs").exists()  # refused before any run folder was made
+
+
+def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_path):
+    """--sft-from takes a run folder with its whole SFT checkpoint, and its game, warm-up and
+    model size: an option that contradicts them is refused, not silently overruled."""
+    from kit.models import save
+
+    run = tmp_path / "earlier"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"game": "catch", "sft": {"steps": 7}}))
+    (run / "sft-model").mkdir()
+    (run / "sft-model" / "config.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        main(["--sft-from", str(run)])
+    assert f"{run} has no whole SFT checkpoint: no tokenizer" in capsys.readouterr().err
+    shutil.rmtree(run / "sft-model")
+    save(*tiny_model(hidden_size=64, num_layers=1), run / "sft-model")
+    for argv, message in (
+        (["--sft-steps", "7"], f"--sft-steps: the warm-up is {run}'s (7 SFT steps on its model)"),
+        (["--hidden-size", "64"], "--hidden-size: the warm-up is"),
+        (["--layers", "1"], "--layers: the warm-up is"),
+        (["--game", "wordle"], f"--game wordle: {run} warmed up a model on catch"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--sft-from", str(run), *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["sft-model", "summary.json"]
+
+
+@pytest.mark.slow
+def test_grpo_from_an_earlier_warm_up_repeats_that_run(demo, tmp_path):
+    """--sft-from trains GRPO from an earlier run's SFT checkpoint and leaves that run as it was;
+    at that run's seed and recipe it repeats its SFT and GRPO rows and its GRPO log exactly."""
+    source, _, earlier = demo
+    files = {path: path.stat().st_mtime_ns for path in source.rglob("*")}
+    out = tmp_path / "again"
+    budget = ("--max-completion-length", str(BUDGET))
+    done = _run("--sft-from", str(source), *ARGS[2:], *budget, "--seed", "3", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert {path: path.stat().st_mtime_ns for path in source.rglob("*")} == files
+
+    assert summary["command"] == (
+        f"python -m kit.demo --game catch --sft-from {source} --grpo-steps 1 --eval-generations 2 "
+        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
+    )
+    records = summary["evaluation"]
+    assert [r["player"] for r in records] == ["SFT", "SFT + GRPO"]  # no base model to evaluate
+    assert records == earlier["evaluation"][1:]
+    assert summary["grpo"]["log"] == earlier["grpo"]["log"]
+    assert summary["grpo"]["changed"] == {}
+    assert summary["sft"] == {**earlier["sft"], "from": str(source)}
+    assert summary["model"] == earlier["model"]
+    assert summary["checkpoints"] == {
+        "sft": str(source / "sft-model"),
+        "grpo": str(out / "grpo-model"),
+    }
+
+
+@pytest.mark.slow
+def test_a_changed_grpo_recipe_reaches_the_trainer(demo, tmp_path):
+    """--grpo sets GRPOConfig fields: at learning rate 0 the GRPO model is the SFT model weight
+    for weight, and beta > 0 makes TRL log its KL term; the rest of the recipe stays."""
+    import torch
+
+    source = demo[0]
+    out = tmp_path / "ablation"
+    recipe = ("--grpo", "learning_rate=0", "--grpo", "beta=0.1")
+    budget = ("--max-completion-length", str(BUDGET))
+    done = _run("--sft-from", str(source), *ARGS[2:], *budget, *recipe, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["command"].endswith("--grpo learning_rate=0.0 --grpo beta=0.1")
+    grpo = summary["grpo"]
+    assert grpo["changed"] == {"learning_rate": 0.0, "beta": 0.1}
+    assert (grpo["learning_rate"], grpo["beta"]) == (0.0, 0.1)
+    assert grpo["num_generations"] == GRPO["num_generations"]
+    assert all("kl" in entry for entry in grpo["log"])
+    sft_model, grpo_model = load(source / "sft-model")[0], load(out / "grpo-model")[0]
+    for (name, before), after in zip(
+        sft_model.state_dict().items(), grpo_model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(before, after), name
+    # --table: a column for GRPO's recipe, as the two runs' recipes differ
+    header, _, first, second = main(
+        ["--table", str(source / "summary.json"), str(out / "summary.json")]
+    )["table"].splitlines()
+    assert header.startswith("| seed | GRPO | SFT win rate |")
+    assert first.split(" | ")[1] == "1 step"
+    assert second.split(" | ")[1] == "1 step; learning_rate=0; beta=0.1"
 
 
 def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tmp_path):
@@ -181,9 +286,8 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["where"] == {"ball_col": 0}
-    assert summary["command"].endswith(
-        "--seed 0 --threads 1 --hidden-size 64 --layers 1 --where ball_col=0 --sft-control 3"
-    )
+    assert "--sft-steps 5 --hidden-size 64 --layers 1 --grpo-steps 1 " in summary["command"]
+    assert summary["command"].endswith("--seed 0 --threads 1 --where ball_col=0 --sft-control 3")
     assert summary["model"] == {"hidden_size": 64, "layers": 1}
     for checkpoint in summary["checkpoints"].values():
         config = load(checkpoint)[0].config
