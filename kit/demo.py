@@ -602,6 +602,21 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def trend(log: Sequence[Mapping[str, Any]], parts: int = 10) -> list[str]:
+    """A GRPO log's reward, flat groups and calls per rollout, each averaged over each tenth of
+    the run (``kit.train.log_table``), one line per tenth. A step that did not sample (with
+    ``num_iterations`` > 1, TRL samples every few steps and logs the rollouts' figures only then)
+    is left out of the means, not counted as 0."""
+    from kit.train import log_table
+
+    keys = ("reward", "flat_groups", "tools/call_frequency")
+    table = log_table(log, keys, parts=parts)
+    return [
+        f"steps {label:>9}  " + "  ".join(f"{key.split('/')[-1]} {row[key]:.3f}" for key in keys)
+        for label, row in table.iterrows()
+    ]
+
+
 def _headline(result: Evaluation, game: str) -> str:
     row = result[game]
     return (
@@ -648,20 +663,13 @@ def _report(
         f"{sft['losses'][0]['step']}) -> {sft['losses'][-1]['loss']:.3f}"
         + (f", the warm-up of {sft['from']}" if "from" in sft else "")
     )
-    log = grpo_run["log"]
-    tenth = max(1, len(log) // 10)
     print(
         f"GRPO   {grpo_run['steps']} steps, {grpo_run['per_device_train_batch_size']} rollouts "
         f"({grpo_run['num_generations']} per task), lr {grpo_run['learning_rate']:g}, "
         f"T={grpo_run['temperature']:g}; mean of each tenth of the run:"
     )
-    for start in range(0, len(log), tenth):
-        chunk = log[start : start + tenth]
-        figures = "  ".join(
-            f"{key.split('/')[-1]} {sum(e.get(key, 0.0) for e in chunk) / len(chunk):.3f}"
-            for key in ("reward", "flat_groups", "tools/call_frequency")
-        )
-        print(f"       steps {chunk[0]['step']:>4}-{chunk[-1]['step']:<4} {figures}")
+    for line in trend(grpo_run["log"]):
+        print(f"       {line}")
     print("\nwall time: " + ", ".join(f"{name} {value:.0f} s" for name, value in seconds.items()))
     print(f"HTML view of the last captured GRPO batch: {summary['html']}")
     print(f"checkpoints (kit.models.load): {', '.join(summary['checkpoints'].values())}")

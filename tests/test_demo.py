@@ -371,3 +371,23 @@ def test_the_demo_never_overwrites_an_earlier_run(demo):
     again = _run("--sft-steps", "1", "--out", str(out))
     assert again.returncode == 2 and "is not empty" in again.stderr
     assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_the_trend_of_a_run_leaves_out_steps_that_did_not_sample():
+    """With num_iterations=2 TRL samples every other step and logs the rollouts' figures only
+    then: a tenth's mean is over the steps that logged a figure, not a mean with zeros."""
+    from kit.demo import trend
+
+    log = []
+    for step in range(1, 21):
+        entry = {"step": step, "loss": 0.1}
+        if step % 2:  # a sampling step
+            entry |= {"reward": step / 10, "flat_groups": 0.5, "tools/call_frequency": 8.0}
+        log.append(entry)
+    lines = trend(log)
+    assert len(lines) == 10
+    assert lines[0] == "steps       1-2  reward 0.100  flat_groups 0.500  call_frequency 8.000"
+    assert lines[-1].startswith("steps     19-20  reward 1.900  ")
+    assert trend(log, parts=1) == [
+        "steps      1-20  reward 1.000  flat_groups 0.500  call_frequency 8.000"
+    ]
