@@ -460,6 +460,10 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         steps, game = source["sft"]["steps"], source["game"]
     except (OSError, ValueError, KeyError, TypeError):
         parser.error(f"--sft-from: {run} is not a kit.demo run (no readable summary.json)")
+    if "from" in source["sft"]:  # a run that itself started from another's warm-up
+        parser.error(
+            f"--sft-from: {run} trained no SFT model; its warm-up is {source['sft']['from']}"
+        )
     checkpoint = run / "sft-model"
     missing = missing_files(checkpoint) if checkpoint.is_dir() else ["sft-model/ folder"]
     if missing:
@@ -472,9 +476,14 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             )
     if args.game not in (None, game):
         parser.error(f"--game {args.game}: {run} warmed up a model on {game}")
-    config = json.loads((checkpoint / "config.json").read_text())
+    try:
+        config = json.loads((checkpoint / "config.json").read_text())
+        args.hidden_size, args.layers = config["hidden_size"], config["num_hidden_layers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        parser.error(
+            f"--sft-from: {checkpoint}/config.json gives no hidden_size, num_hidden_layers"
+        )
     args.game, args.sft_steps, args.source = game, steps, source
-    args.hidden_size, args.layers = config["hidden_size"], config["num_hidden_layers"]
 
 
 # Fields of GRPOConfig the runbook sets from its own options, and why.
@@ -534,18 +543,18 @@ def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
 
 def _pairs(pairs: Sequence[str]) -> dict[str, Any]:
     """``["ball_col=0"]`` -> ``{"ball_col": 0}``: each value is read as JSON, else kept as text."""
-    where: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"{pair!r} is not KEY=VALUE")
-        if key in where:
+        if key in values:
             raise ValueError(f"{key!r} is given twice")
         try:
-            where[key] = json.loads(text)
+            values[key] = json.loads(text)
         except ValueError:
-            where[key] = text
-    return where
+            values[key] = text
+    return values
 
 
 def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:

@@ -210,6 +210,15 @@ def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_pat
             main(["--sft-from", str(run), *argv])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert sorted(p.name for p in run.iterdir()) == ["sft-model", "summary.json"]
+    # a run that itself started from another's warm-up has no SFT model of its own
+    chained = tmp_path / "chained"
+    chained.mkdir()
+    (chained / "summary.json").write_text(
+        json.dumps({"game": "catch", "sft": {"steps": 7, "from": str(run)}})
+    )
+    with pytest.raises(SystemExit):
+        main(["--sft-from", str(chained)])
+    assert f"{chained} trained no SFT model; its warm-up is {run}" in capsys.readouterr().err
 
 
 @pytest.mark.slow
