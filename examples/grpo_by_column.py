@@ -76,9 +76,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     run_summary = json.loads((run / "summary.json").read_text())
     if run_summary.get("game") != "catch" or run_summary.get("where"):
         parser.error(f"--run: {run} is not a kit.demo run of Catch on all its tasks")
-    for name in ("sft", "grpo"):
-        if missing_files(run / f"{name}-model"):
-            parser.error(f"--run: {run / f'{name}-model'} is not a complete checkpoint")
+    # a run made with --sft-from trained GRPO from another run's warm-up, which stays there
+    warm_up = run_summary.get("sft", {}).get("from")
+    checkpoints = {
+        "SFT": (Path(warm_up) if warm_up else run) / "sft-model",
+        "SFT + GRPO": run / "grpo-model",
+    }
+    for path in checkpoints.values():
+        if missing_files(path):
+            parser.error(f"--run: {path} is not a complete checkpoint")
     out = run / "by_column.json"
     if out.exists():
         parser.error(f"{out} exists; move it away first")
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(1)  # as kit.demo: a CPU run repeats exactly at one thread
     clock = time.perf_counter()
     seed = run_summary["seed"]
-    models = {"SFT": load(run / "sft-model"), "SFT + GRPO": load(run / "grpo-model")}
+    models = {name: load(path) for name, path in checkpoints.items()}
     summary: dict[str, Any] = {
         "command": "python examples/grpo_by_column.py " + " ".join(argv or ()),
         "args": dataclasses.asdict(args),

@@ -67,6 +67,23 @@ def test_the_columns_add_up_to_the_evaluations(example, run, capsys) -> None:
     assert "by_column.json exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_run_from_another_runs_warm_up_reads_that_warm_up(example, run, tmp_path) -> None:
+    """A ``kit.demo --sft-from`` run has no SFT checkpoint of its own: the script plays the one
+    the run started from, so its held-out SFT figures are the run's own."""
+    out = tmp_path / "from"
+    options = ["--max-completion-length", "96", "--seed", "2", "--out", str(out)]
+    demo(["--sft-from", str(run), *SMOKE[2:], *options])
+    assert not (out / "sft-model").exists()
+    summary = example.main(["--run", str(out)])
+    recorded = json.loads((out / "summary.json").read_text())["evaluation"]
+    replayed = summary["splits"]["eval"]["evaluation"]
+    assert [r["player"] for r in replayed] == ["SFT", "SFT + GRPO"]
+    for was, now in zip(recorded, replayed, strict=True):
+        for key in ("win_rate", "finished", "tokens", "executed_calls"):
+            assert now[key] == pytest.approx(was[key]), (was["player"], key)
+
+
 def test_what_is_not_a_catch_run_is_refused(example, tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         example.main(["--run", str(tmp_path)])
