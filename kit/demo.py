@@ -505,8 +505,7 @@ def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
 
     from trl import GRPOConfig
 
-    from kit.tasks import TURN_LIMITS
-    from kit.train import grpo_config
+    from kit.train import grpo_args
 
     changed = _pairs(args.grpo)
     fields = {field.name: field for field in dataclasses.fields(GRPOConfig)}
@@ -525,17 +524,18 @@ def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
             changed[key] = float(value)
         elif kind in (int, bool, str, float) and type(value) is not kind:
             raise ValueError(f"{key} must be {kind.__name__}, got {value!r}")
-    recipe = {
-        "max_tool_calling_iterations": TURN_LIMITS[args.game],
-        **GRPO,
-        **changed,
-        "max_completion_length": args.max_completion_length,
-        "temperature": args.temperature,
-    }
     quiet_libraries()  # building the config warns of a renamed transformers API
     with tempfile.TemporaryDirectory() as folder:
-        try:
-            grpo_config(folder, max_steps=args.grpo_steps, seed=args.seed, **recipe)
+        try:  # the config main()'s grpo() call will build
+            grpo_args(
+                args.game,
+                args.grpo_steps,
+                args.seed,
+                folder,
+                max_completion_length=args.max_completion_length,
+                temperature=args.temperature,
+                **changed,
+            )
         except (TypeError, ValueError) as error:
             raise ValueError(f"trl.GRPOConfig refuses {changed}: {error}") from None
     return changed
@@ -589,12 +589,12 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
 
     control = all(s.get("sft_control") for s in summaries)
     # a column for GRPO's recipe only where the runs' recipes differ: one table per ablation
-    recipes = [recipe(s) for s in summaries]
+    show_recipe = len({recipe(s) for s in summaries}) > 1
     header = ["seed", "SFT win rate", "SFT + GRPO", "GRPO − SFT"]
     if control:
         header[3:3] = ["SFT + more SFT"]
         header += ["more SFT − SFT", "GRPO − more SFT"]
-    if len(set(recipes)) > 1:
+    if show_recipe:
         header.insert(1, "GRPO")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for s in summaries:
@@ -605,7 +605,7 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
             row[3:3] = [rate(models["SFT + more SFT"])]
             more = s["sft_control"]
             row += [difference(more["more_sft_vs_sft"]), difference(more["grpo_vs_more_sft"])]
-        if len(set(recipes)) > 1:
+        if show_recipe:
             row.insert(1, recipe(s))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

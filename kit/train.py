@@ -405,6 +405,22 @@ def train(trainer: Any) -> None:
         trainer.model = trainer.model.merge_and_unload()
 
 
+def grpo_args(game: str, steps: int, seed: int, output_dir: str | Path, **overrides: Any) -> Any:
+    """The ``trl.GRPOConfig`` :func:`grpo` trains with: the recipe (:data:`GRPO`), the game's
+    budget (``kit.evaluate.BUDGETS``) and turn limit, then ``overrides``. Building it runs TRL's
+    own checks, so a caller can check overrides before anything trains (``kit.demo --grpo``)."""
+    from kit.evaluate import BUDGETS
+    from kit.tasks import TURN_LIMITS
+
+    recipe = {
+        "max_completion_length": BUDGETS[game],
+        "max_tool_calling_iterations": TURN_LIMITS[game],
+        **GRPO,
+        **overrides,
+    }
+    return grpo_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
+
+
 def grpo(
     model: Any,
     tokenizer: Any,
@@ -427,17 +443,10 @@ def grpo(
 
     from kit.capture import Capture
     from kit.envs import ENVS
-    from kit.evaluate import BUDGETS
     from kit.rewards import default_reward
-    from kit.tasks import TURN_LIMITS, task_dataset
+    from kit.tasks import task_dataset
 
-    recipe = {
-        "max_completion_length": BUDGETS[game],
-        "max_tool_calling_iterations": TURN_LIMITS[game],
-        **GRPO,
-        **overrides,
-    }
-    args = grpo_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
+    args = grpo_args(game, steps, seed, output_dir, **overrides)
     # Enough rows for every step: an optimiser step takes (batch x processes x accumulation) /
     # num_generations rows of the task set.
     per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
