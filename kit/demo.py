@@ -5,6 +5,7 @@
     python -m kit.demo --sft-control 500                 # would more SFT have done as well?
     python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
     python -m kit.demo --hidden-size 256 --layers 4         # a larger tiny model (slower)
+    python -m kit.demo --no-tie-word-embeddings --sft-steps 500 --grpo-steps 120  # untied
     python -m kit.demo --sft-from runs/demo/RUN --grpo beta=0.2  # GRPO variants, one warm-up
     python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
 
@@ -108,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kit.train import grpo, warm_up
 
     game, seed, out = args.game, args.seed, args.out
-    size = f"{args.hidden_size} wide, {args.layers} layers"
+    size = f"{args.hidden_size} wide, {args.layers} layers" + (
+        "" if args.tie_word_embeddings else ", untied embeddings"
+    )
     print(f"kit.demo: {game}, seed {seed}, tiny model ({size}), CPU, offline -> {out}", flush=True)
     if args.grpo:
         print(f"GRPO recipe changed: {args.grpo}", flush=True)
@@ -145,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         model, tokenizer = load(sft_model)
         print(f"1-2. no base model, no SFT: the warm-up of {args.sft_from} ({sft_model})\n")
     else:
-        model, tokenizer = tiny_model(args.hidden_size, args.layers, seed=seed)
+        model, tokenizer = tiny_model(
+            args.hidden_size, args.layers, seed=seed, tie_word_embeddings=args.tie_word_embeddings
+        )
         print("1. evaluate the random tiny model", flush=True)
         base = measure("base")
 
@@ -243,7 +248,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "command": args.command,
         "seed": seed,
         "game": game,
-        "model": {"hidden_size": args.hidden_size, "layers": args.layers},
+        "model": {
+            "hidden_size": args.hidden_size,
+            "layers": args.layers,
+            "tie_word_embeddings": args.tie_word_embeddings,
+        },
         "held_out": HELD_OUT[game],
         "where": where,
         "max_completion_length": args.max_completion_length,
@@ -333,6 +342,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"decoder layers of the tiny model (default: {TINY_LAYERS}; with --sft-from, that run's)",
     )
     parser.add_argument(
+        "--tie-word-embeddings",
+        action=argparse.BooleanOptionalAction,
+        help="share the tiny model's input and output embeddings (kit.models.tiny_config; "
+        "default: tied; with --sft-from, that run's)",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -382,6 +397,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "sft_steps": SFT_STEPS,
         "hidden_size": TINY_HIDDEN_SIZE,
         "layers": TINY_LAYERS,
+        "tie_word_embeddings": True,
     }
     for name, default in defaults.items():
         if getattr(args, name) is None:
@@ -404,7 +420,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     try:
-        tiny_config(args.hidden_size, args.layers)
+        tiny_config(args.hidden_size, args.layers, args.tie_word_embeddings)
     except ValueError as error:
         parser.error(f"--hidden-size / --layers: {error}")
     if args.sft_control < 0:
@@ -429,6 +445,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
             else ""
         )
+        + ("" if args.tie_word_embeddings else " --no-tie-word-embeddings")
     )
     args.command = (
         f"python -m kit.demo --game {args.game} {warm_up} "
@@ -468,10 +485,13 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     missing = missing_files(checkpoint) if checkpoint.is_dir() else ["sft-model/ folder"]
     if missing:
         parser.error(f"--sft-from: {run} has no whole SFT checkpoint: no {'; no '.join(missing)}")
-    for option in ("sft_steps", "hidden_size", "layers"):
-        if getattr(args, option) is not None:
+    for option in ("sft_steps", "hidden_size", "layers", "tie_word_embeddings"):
+        value = getattr(args, option)
+        if value is not None:
+            flag = option.replace("_", "-")
+            flag = flag if value is not False else f"no-{flag}"
             parser.error(
-                f"--{option.replace('_', '-')}: the warm-up is {run}'s ({steps} SFT steps on "
+                f"--{flag}: the warm-up is {run}'s ({steps} SFT steps on "
                 "its model); drop the option, or drop --sft-from"
             )
     if args.game not in (None, game):
@@ -479,6 +499,8 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     try:
         config = json.loads((checkpoint / "config.json").read_text())
         args.hidden_size, args.layers = config["hidden_size"], config["num_hidden_layers"]
+        # a config without the key is tied: transformers' default
+        args.tie_word_embeddings = bool(config.get("tie_word_embeddings", True))
     except (OSError, ValueError, KeyError, TypeError):
         parser.error(
             f"--sft-from: {checkpoint}/config.json gives no hidden_size, num_hidden_layers"
@@ -560,8 +582,9 @@ def _pairs(pairs: Sequence[str]) -> dict[str, Any]:
 def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     """The README's table of runs (one row per ``summary.json``, usually one per seed), as
     Markdown: each model's win rate with its Wilson interval, and the paired comparisons with
-    their intervals and p-values; the control's columns when every run has one, and GRPO's
-    steps and changed settings (``--grpo``) when the runs' differ."""
+    their intervals and p-values; the control's columns when every run has one, the warm-up (SFT
+    steps, and the model where it is not the default tiny one) and GRPO's steps and changed
+    settings (``--grpo``) each when the runs' differ."""
 
     def number(value: float, signed: bool = False) -> str:
         text = f"{abs(value):.2f}"
@@ -587,15 +610,32 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         ]
         return "; ".join([f"{steps} step{'s' * (steps != 1)}", *settings])
 
+    def warm_up(s: Mapping[str, Any]) -> str:
+        model = s.get("model") or {}
+        size = (model.get("hidden_size", TINY_HIDDEN_SIZE), model.get("layers", TINY_LAYERS))
+        return "; ".join(
+            [f"{s['sft']['steps']} SFT steps"]
+            + (
+                [f"{size[0]} wide, {size[1]} layers"]
+                if size != (TINY_HIDDEN_SIZE, TINY_LAYERS)
+                else []
+            )
+            # runs before the option had tied embeddings
+            + ([] if model.get("tie_word_embeddings", True) else ["untied embeddings"])
+        )
+
     control = all(s.get("sft_control") for s in summaries)
     # a column for GRPO's recipe only where the runs' recipes differ: one table per ablation
     show_recipe = len({recipe(s) for s in summaries}) > 1
+    show_warm_up = len({warm_up(s) for s in summaries}) > 1
     header = ["seed", "SFT win rate", "SFT + GRPO", "GRPO − SFT"]
     if control:
         header[3:3] = ["SFT + more SFT"]
         header += ["more SFT − SFT", "GRPO − more SFT"]
     if show_recipe:
         header.insert(1, "GRPO")
+    if show_warm_up:
+        header.insert(1, "warm-up")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for s in summaries:
         models = {record["player"]: record for record in s["evaluation"]}
@@ -607,6 +647,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
             row += [difference(more["more_sft_vs_sft"]), difference(more["grpo_vs_more_sft"])]
         if show_recipe:
             row.insert(1, recipe(s))
+        if show_warm_up:
+            row.insert(1, warm_up(s))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -160,10 +160,19 @@ def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = TINY_VOCAB_SI
     return tokenizer
 
 
-def tiny_config(hidden_size: int = TINY_HIDDEN_SIZE, num_layers: int = TINY_LAYERS) -> Any:
+def tiny_config(
+    hidden_size: int = TINY_HIDDEN_SIZE,
+    num_layers: int = TINY_LAYERS,
+    tie_word_embeddings: bool = True,
+) -> Any:
     """The ``Qwen3Config`` of :func:`tiny_model`: what it is, without training its tokenizer
     (``kit.hardware.count_parameters(tiny_config())`` counts it on the meta device). Four
-    attention heads of ``hidden_size // 4``, an MLP twice as wide as the model."""
+    attention heads of ``hidden_size // 4``, an MLP twice as wide as the model.
+
+    ``tie_word_embeddings=False`` gives the output layer weights of its own (0.13M more at the
+    default width). Tied, the input embedding of a token the model never writes is also the
+    output row that every position's loss pushes down, and Catch's board rows, one token each
+    (``'...o.'``), end up alike: the README's "Does it learn?" measures what that costs."""
     # type(), not isinstance(): True is an int. A width that 4 heads cannot share evenly, or
     # heads of odd width (rotary embeddings rotate pairs of dimensions), would fail later, inside
     # transformers, with a shape error.
@@ -171,6 +180,8 @@ def tiny_config(hidden_size: int = TINY_HIDDEN_SIZE, num_layers: int = TINY_LAYE
         raise ValueError(f"hidden_size must be a positive multiple of 8, got {hidden_size!r}")
     if type(num_layers) is not int or num_layers < 1:
         raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+    if type(tie_word_embeddings) is not bool:
+        raise ValueError(f"tie_word_embeddings must be True or False, got {tie_word_embeddings!r}")
     from transformers import Qwen3Config  # after the checks: a refusal needs no transformers
 
     return Qwen3Config(
@@ -182,7 +193,7 @@ def tiny_config(hidden_size: int = TINY_HIDDEN_SIZE, num_layers: int = TINY_LAYE
         num_key_value_heads=2,
         head_dim=hidden_size // 4,
         max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         bos_token_id=None,
         eos_token_id=SPECIAL_TOKENS.index("<|im_end|>"),
         pad_token_id=SPECIAL_TOKENS.index("<|endoftext|>"),
@@ -194,6 +205,7 @@ def tiny_model(
     num_layers: int = TINY_LAYERS,
     chat_template: str = "qwen3",
     seed: int = 0,
+    tie_word_embeddings: bool = True,
 ) -> tuple[Any, Any]:
     """Return ``(model, tokenizer)``: a random small ``Qwen3ForCausalLM`` (:func:`tiny_config`)
     and :func:`tiny_tokenizer`.
@@ -205,7 +217,7 @@ def tiny_model(
     from transformers import Qwen3ForCausalLM
 
     tokenizer = tiny_tokenizer(chat_template, TINY_VOCAB_SIZE)
-    config = tiny_config(hidden_size, num_layers)
+    config = tiny_config(hidden_size, num_layers, tie_word_embeddings)
     # The trained vocabulary fills TINY_VOCAB_SIZE, special tokens first (BpeTrainer's order);
     # tiny_config states it without training, and must not drift from it.
     ids = (len(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)

@@ -72,7 +72,8 @@ def test_the_demo_writes_every_output_and_says_where(demo):
         f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
     )
     assert summary["command"] == command and summary["seed"] == 3
-    assert summary["model"] == {"hidden_size": 128, "layers": 2}  # the default tiny model
+    # the default tiny model
+    assert summary["model"] == {"hidden_size": 128, "layers": 2, "tie_word_embeddings": True}
     assert stdout.rstrip().endswith(f"reproduce: {command}")
     html = Path(summary["html"])
     assert html == out / "trajectory.html" and str(html) in stdout
@@ -204,6 +205,8 @@ def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_pat
         (["--sft-steps", "7"], f"--sft-steps: the warm-up is {run}'s (7 SFT steps on its model)"),
         (["--hidden-size", "64"], "--hidden-size: the warm-up is"),
         (["--layers", "1"], "--layers: the warm-up is"),
+        (["--tie-word-embeddings"], "--tie-word-embeddings: the warm-up is"),
+        (["--no-tie-word-embeddings"], "--no-tie-word-embeddings: the warm-up is"),
         (["--game", "wordle"], f"--game wordle: {run} warmed up a model on catch"),
     ):
         with pytest.raises(SystemExit) as exit_:
@@ -287,20 +290,23 @@ def test_a_changed_grpo_recipe_reaches_the_trainer(demo, tmp_path):
 def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tmp_path):
     """One run with both options: --where narrows GRPO and every evaluation; --sft-control
     trains the saved SFT checkpoint (not the GRPO model) further, and compares it. On a tiny
-    model of another size, which the summary, the command and the checkpoints record."""
+    model of another size, untied, which the summary, the command, the checkpoints and the
+    table record."""
     out = tmp_path / "left"
-    size = ("--hidden-size", "64", "--layers", "1")
+    size = ("--hidden-size", "64", "--layers", "1", "--no-tie-word-embeddings")
     options = ("--where", "ball_col=0", "--sft-control", "3", *size)
     done = _run(*ARGS, "--max-completion-length", str(BUDGET), *options, "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["where"] == {"ball_col": 0}
-    assert "--sft-steps 5 --hidden-size 64 --layers 1 --grpo-steps 1 " in summary["command"]
+    warm_up = "--sft-steps 5 --hidden-size 64 --layers 1 --no-tie-word-embeddings --grpo-steps 1 "
+    assert warm_up in summary["command"]
     assert summary["command"].endswith("--seed 0 --threads 1 --where ball_col=0 --sft-control 3")
-    assert summary["model"] == {"hidden_size": 64, "layers": 1}
+    assert summary["model"] == {"hidden_size": 64, "layers": 1, "tie_word_embeddings": False}
     for checkpoint in summary["checkpoints"].values():
         config = load(checkpoint)[0].config
         assert (config.hidden_size, config.num_hidden_layers) == (64, 1)
+        assert config.tie_word_embeddings is False
     held_out = len(TaskProvider("catch", "eval", where={"ball_col": 0}))
     assert held_out == 2  # heights 8 and 10
     records = summary["evaluation"]
@@ -329,6 +335,14 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     ]
     cells = row.strip("| ").split(" | ")
     assert cells[0] == "0" and len(cells) == 7 and rule.count("---") == 7
+    # beside a run of the default model, a column says which warm-up each row's is
+    default = {**summary, "model": {"hidden_size": 128, "layers": 2}}  # a summary before the option
+    (tmp_path / "default.json").write_text(json.dumps(default))
+    table = main(["--table", str(out / "summary.json"), str(tmp_path / "default.json")])["table"]
+    header, _, mine, theirs = table.splitlines()
+    assert header.startswith("| seed | warm-up | SFT win rate |")
+    assert mine.split(" | ")[1] == "5 SFT steps; 64 wide, 1 layers; untied embeddings"
+    assert theirs.split(" | ")[1] == "5 SFT steps"
     assert cells[3].startswith(f"{more['win_rate']:.2f} [{more['win_rate_low']:.2f}, ")
     difference = control["grpo_vs_more_sft"]["difference"]
     assert cells[6].startswith("0.00" if abs(difference) < 0.005 else f"{difference:+.2f}"[1:])

@@ -120,6 +120,34 @@ def test_the_tiny_model_comes_in_other_sizes_and_refuses_impossible_ones():
     ):
         with pytest.raises(ValueError, match=message):
             tiny_config(size, layers)
+    with pytest.raises(ValueError, match="tie_word_embeddings must be True or False, got 0"):
+        tiny_config(128, 2, 0)
+
+
+def test_untied_embeddings_give_the_output_layer_weights_of_its_own(tiny, tmp_path):
+    """The same model but for the output layer: every shared weight as the tied model's at the
+    same seed, and an output layer that neither is the input embedding nor moves with it, also
+    after a save and a load."""
+    from kit.models import save
+
+    tied, _ = tiny
+    model, tokenizer = tiny_model(tie_word_embeddings=False)
+    assert model.config.tie_word_embeddings is False
+    vocab, width = model.config.vocab_size, model.config.hidden_size
+    extra = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in tied.parameters())
+    assert extra == vocab * width
+    shared = tied.state_dict()
+    for name, weight in model.state_dict().items():
+        if name != "lm_head.weight":
+            assert torch.equal(weight, shared[name]), name
+    save(model, tokenizer, tmp_path / "untied")
+    loaded, _ = load(tmp_path / "untied")
+    embedding, output = loaded.get_input_embeddings().weight, loaded.get_output_embeddings().weight
+    assert not torch.equal(embedding, output)
+    assert torch.equal(output, model.get_output_embeddings().weight)
+    with torch.no_grad():
+        embedding.add_(1.0)
+    assert torch.equal(output, model.get_output_embeddings().weight)  # not the same tensor
 
 
 def test_load_round_trips_a_local_folder(tiny, tmp_path):
