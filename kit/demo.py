@@ -598,7 +598,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
 
     def difference(c: Mapping[str, Any]) -> str:
         p = c["p_value"]
-        shown = "p < 0.0005" if p < 0.0005 else f"p {p:.3f}" if p < 0.01 else f"p {p:.2f}"
+        # three decimals below 0.1: two would print 0.048 as "p 0.05", on the wrong side of 0.05
+        shown = "p < 0.0005" if p < 0.0005 else f"p {p:.3f}" if p < 0.1 else f"p {p:.2f}"
         low, high = number(c["difference_low"], True), number(c["difference_high"], True)
         return f"{number(c['difference'], True)} [{low}, {high}], {shown}"
 
