@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from transformers import HfArgumentParser
 
     from kit.models import missing_files
-    from kit.runs import finite, quiet_libraries
+    from kit.runs import finite, pin_threads, quiet_libraries
 
     parser = HfArgumentParser(Args)
     (args,) = parser.parse_args_into_dataclasses(args=argv)
@@ -88,13 +88,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = run / "by_column.json"
     if out.exists():
         parser.error(f"{out} exists; move it away first")
-    import torch
-
     from kit.evaluate import by_task, evaluate
     from kit.models import load
 
     quiet_libraries()
-    torch.set_num_threads(1)  # as kit.demo: a CPU run repeats exactly at one thread
+    pin_threads(1)  # as the README measured it: a CPU run repeats at one thread count
     clock = time.perf_counter()
     seed = run_summary["seed"]
     models = {name: load(path) for name, path in checkpoints.items()}

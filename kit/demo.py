@@ -1,11 +1,11 @@
 """The CPU runbook: does training work? Base -> SFT -> GRPO, measured on held-out tasks.
 
-    python -m kit.demo                                   # Catch, seed 0, about 13 minutes
+    python -m kit.demo                                   # Catch, seed 0, about 11 minutes
     python -m kit.demo --game wordle --sft-steps 400     # any game, more warm-up
     python -m kit.demo --sft-control 500                 # would more SFT have done as well?
     python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
     python -m kit.demo --hidden-size 256 --layers 4         # a larger tiny model (slower)
-    python -m kit.demo --no-tie-word-embeddings --sft-steps 500 --grpo-steps 120  # untied
+    python -m kit.demo --tie-word-embeddings --sft-steps 1000 --grpo-steps 40 --threads 1  # the old recipe
     python -m kit.demo --sft-from runs/demo/RUN --grpo beta=0.2  # GRPO variants, one warm-up
     python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
 
@@ -68,8 +68,8 @@ from typing import Any
 from kit import registry
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
-from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, tiny_config
-from kit.runs import finite, quiet_libraries
+from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, TINY_TIE_WORD_EMBEDDINGS, tiny_config
+from kit.runs import finite, pin_threads, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
 from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
 
@@ -84,6 +84,9 @@ GRPO_FIGURES = (
     "kl",  # logged by TRL only with a KL term (beta > 0)
 )
 COMPARED = ("win_rate", "finished", "mean_reward")
+# torch threads of a run unless --threads says otherwise: the cores of the machine CI runs on,
+# where the default run takes about 11 minutes at two and did not fit 15 at one (README)
+THREADS = 2
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -99,19 +102,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return {"table": table}
     started = time.perf_counter()
     quiet_libraries()
-    import torch
-
-    # GRPO on a CPU repeats exactly only at the same number of threads (the sums in a matmul are
-    # split differently); one thread by default, so that the README's tables repeat anywhere.
-    torch.set_num_threads(args.threads)
+    # GRPO on a CPU repeats exactly only at the same number of threads, set (kit.runs.pin_threads
+    # says why); two by default, whatever the machine has, so that the README's tables repeat
+    # anywhere, and a 2-core machine runs the default in its 15 minutes.
+    pin_threads(args.threads)
 
     from kit.models import load, save, tiny_model
     from kit.train import grpo, warm_up
 
     game, seed, out = args.game, args.seed, args.out
-    size = f"{args.hidden_size} wide, {args.layers} layers" + (
-        "" if args.tie_word_embeddings else ", untied embeddings"
-    )
+    tied = "tied" if args.tie_word_embeddings else "untied"
+    size = f"{args.hidden_size} wide, {args.layers} layers, {tied} embeddings"
     print(f"kit.demo: {game}, seed {seed}, tiny model ({size}), CPU, offline -> {out}", flush=True)
     if args.grpo:
         print(f"GRPO recipe changed: {args.grpo}", flush=True)
@@ -345,12 +346,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--tie-word-embeddings",
         action=argparse.BooleanOptionalAction,
         help="share the tiny model's input and output embeddings (kit.models.tiny_config; "
-        "default: tied; with --sft-from, that run's)",
+        f"default: {'tied' if TINY_TIE_WORD_EMBEDDINGS else 'untied'}; with --sft-from, that run's)",
     )
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
+        default=THREADS,
         help="torch threads; a CPU run repeats exactly only at the same count",
     )
     parser.add_argument(
@@ -397,7 +398,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "sft_steps": SFT_STEPS,
         "hidden_size": TINY_HIDDEN_SIZE,
         "layers": TINY_LAYERS,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": TINY_TIE_WORD_EMBEDDINGS,
     }
     for name, default in defaults.items():
         if getattr(args, name) is None:
@@ -445,7 +446,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
             else ""
         )
-        + ("" if args.tie_word_embeddings else " --no-tie-word-embeddings")
+        # always written out: the default changed once, and a printed command must not
+        + (" --tie-word-embeddings" if args.tie_word_embeddings else " --no-tie-word-embeddings")
     )
     args.command = (
         f"python -m kit.demo --game {args.game} {warm_up} "
@@ -622,7 +624,7 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
                 else []
             )
             # runs before the option had tied embeddings
-            + ([] if model.get("tie_word_embeddings", True) else ["untied embeddings"])
+            + [f"{'' if model.get('tie_word_embeddings', True) else 'un'}tied embeddings"]
         )
 
     control = all(s.get("sft_control") for s in summaries)

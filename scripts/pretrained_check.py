@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may come from the hub
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from kit.runs import finite, quiet_libraries
+    from kit.runs import finite, pin_threads, quiet_libraries
 
     args = _parse(argv)
     started = time.perf_counter()
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import torch
 
     if args.threads:
-        torch.set_num_threads(args.threads)
+        pin_threads(args.threads)
     from kit.evaluate import evaluate, text_table
     from kit.models import load, smollm2
     from kit.train import grpo, lora_config, warm_up

@@ -68,12 +68,13 @@ def demo(tmp_path_factory):
 def test_the_demo_writes_every_output_and_says_where(demo):
     out, stdout, summary = demo
     command = (
-        "python -m kit.demo --game catch --sft-steps 5 --grpo-steps 1 --eval-generations 2 "
-        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
+        "python -m kit.demo --game catch --sft-steps 5 --no-tie-word-embeddings --grpo-steps 1 "
+        f"--eval-generations 2 --temperature 0.5 --max-completion-length {BUDGET} --seed 3 "
+        "--threads 2"
     )
     assert summary["command"] == command and summary["seed"] == 3
-    # the default tiny model
-    assert summary["model"] == {"hidden_size": 128, "layers": 2, "tie_word_embeddings": True}
+    # the default tiny model, its embeddings untied (and said so in the command)
+    assert summary["model"] == {"hidden_size": 128, "layers": 2, "tie_word_embeddings": False}
     assert stdout.rstrip().endswith(f"reproduce: {command}")
     html = Path(summary["html"])
     assert html == out / "trajectory.html" and str(html) in stdout
@@ -239,7 +240,7 @@ def test_grpo_from_an_earlier_warm_up_repeats_that_run(demo, tmp_path):
 
     assert summary["command"] == (
         f"python -m kit.demo --game catch --sft-from {source} --grpo-steps 1 --eval-generations 2 "
-        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 1"
+        f"--temperature 0.5 --max-completion-length {BUDGET} --seed 3 --threads 2"
     )
     records = summary["evaluation"]
     assert [r["player"] for r in records] == ["SFT", "SFT + GRPO"]  # no base model to evaluate
@@ -301,7 +302,7 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     assert summary["where"] == {"ball_col": 0}
     warm_up = "--sft-steps 5 --hidden-size 64 --layers 1 --no-tie-word-embeddings --grpo-steps 1 "
     assert warm_up in summary["command"]
-    assert summary["command"].endswith("--seed 0 --threads 1 --where ball_col=0 --sft-control 3")
+    assert summary["command"].endswith("--seed 0 --threads 2 --where ball_col=0 --sft-control 3")
     assert summary["model"] == {"hidden_size": 64, "layers": 1, "tie_word_embeddings": False}
     for checkpoint in summary["checkpoints"].values():
         config = load(checkpoint)[0].config
@@ -342,18 +343,19 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     header, _, mine, theirs = table.splitlines()
     assert header.startswith("| seed | warm-up | SFT win rate |")
     assert mine.split(" | ")[1] == "5 SFT steps; 64 wide, 1 layers; untied embeddings"
-    assert theirs.split(" | ")[1] == "5 SFT steps"
+    assert theirs.split(" | ")[1] == "5 SFT steps; tied embeddings"  # as every run before it
     assert cells[3].startswith(f"{more['win_rate']:.2f} [{more['win_rate_low']:.2f}, ")
     difference = control["grpo_vs_more_sft"]["difference"]
     assert cells[6].startswith("0.00" if abs(difference) < 0.005 else f"{difference:+.2f}"[1:])
     # The control is the SFT checkpoint trained 3 more steps, weight for weight.
     import torch
 
+    from kit.demo import THREADS
     from kit.train import warm_up
 
     model, tokenizer = load(out / "sft-model")
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the demo's: sums split across threads differ in the last bit
+    torch.set_num_threads(THREADS)  # the demo's: sums split across threads differ in the last bit
     try:
         warm_up(model, tokenizer, "catch", 3, 0, tmp_path / "again")
     finally:

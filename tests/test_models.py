@@ -124,14 +124,15 @@ def test_the_tiny_model_comes_in_other_sizes_and_refuses_impossible_ones():
         tiny_config(128, 2, 0)
 
 
-def test_untied_embeddings_give_the_output_layer_weights_of_its_own(tiny, tmp_path):
-    """The same model but for the output layer: every shared weight as the tied model's at the
-    same seed, and an output layer that neither is the input embedding nor moves with it, also
-    after a save and a load."""
+def test_untied_embeddings_give_the_output_layer_weights_of_its_own(tmp_path):
+    """The default: the same model as the tied one but for the output layer, every shared
+    weight as the tied model's at the same seed, and an output layer that neither is the input
+    embedding nor moves with it, also after a save and a load."""
     from kit.models import save
 
-    tied, _ = tiny
-    model, tokenizer = tiny_model(tie_word_embeddings=False)
+    tied, _ = tiny_model(tie_word_embeddings=True)
+    assert tied.get_input_embeddings().weight is tied.get_output_embeddings().weight
+    model, tokenizer = tiny_model()
     assert model.config.tie_word_embeddings is False
     vocab, width = model.config.vocab_size, model.config.hidden_size
     extra = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in tied.parameters())

@@ -104,3 +104,63 @@ def test_out_pointing_at_a_file_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cannot create the folder"):
         run_dir(None, base=file)
     assert file.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+# Twenty SFT steps of the tiny model at two threads, in a fresh process: as kit.demo pins them,
+# as a notebook does (kit.notebook.setup under OMP_NUM_THREADS=2), or left to torch's default.
+TRAIN = """
+import sys
+import torch
+if sys.argv[1] == "demo":
+    from kit.runs import pin_threads
+    pin_threads(2)
+elif sys.argv[1] == "notebook":
+    from kit.notebook import setup
+    setup("threads", smoke=True)
+from kit.models import tiny_model
+from kit.train import warm_up
+model, tokenizer = tiny_model(seed=0)
+warm_up(model, tokenizer, "catch", 20, 0, sys.argv[2])
+torch.save(model.state_dict(), sys.argv[3])
+"""
+
+
+def _train(how: str, tmp_path: Path, **env: str) -> dict:
+    import torch
+
+    weights = tmp_path / f"{how}.pt"
+    subprocess.run(
+        [sys.executable, "-c", TRAIN, how, str(tmp_path / how), str(weights)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        timeout=600,
+    )
+    return torch.load(weights)
+
+
+def test_a_notebook_trains_weight_for_weight_as_the_demo_at_the_same_thread_count(tmp_path):
+    """Why kit.notebook.setup pins the threads: notebook 2's GRPO run must be the runbook's, step
+    for step. Without the pin, the same two threads sum differently on an MKL build (MKL's dynamic
+    threading stays on), and the weights drift apart in their last bits."""
+    demo = _train("demo", tmp_path)
+    notebook = _train("notebook", tmp_path, OMP_NUM_THREADS="2")
+    assert demo.keys() == notebook.keys()
+    assert all(demo[name].equal(notebook[name]) for name in demo)
+
+
+def test_pin_threads_sets_the_count_and_refuses_nonsense():
+    import torch
+
+    from kit.runs import pin_threads
+
+    before = torch.get_num_threads()
+    try:
+        assert pin_threads() == before == torch.get_num_threads()
+        assert pin_threads(1) == 1 == torch.get_num_threads()
+        for bad in (0, -2, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="threads must be a whole number"):
+                pin_threads(bad)
+            assert torch.get_num_threads() == 1  # left as it was
+    finally:
+        torch.set_num_threads(before)

@@ -49,7 +49,7 @@ def test_the_script_trains_evaluates_and_hands_on_checkpoints(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["evaluations"]) == ["base", "SFT", "SFT + GRPO"]
     assert all(rows[0]["tasks"] == 10 for rows in summary["evaluations"].values())
-    assert "tiny (426,752 parameters) on cpu: full fine-tuning" in summary["recipe"]
+    assert "tiny (557,824 parameters) on cpu: full fine-tuning" in summary["recipe"]
     for name in ("sft-model", "grpo-model"):
         load(out / name)  # complete checkpoints
     (captured,) = [json.loads(p.read_text()) for p in out.glob("captured-rank*.json")]
