@@ -446,7 +446,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
             else ""
         )
-        # always written out: the default changed once, and a printed command must not
+        # always written out: the default changed once, and a printed command must repeat its
+        # run under any default
         + (" --tie-word-embeddings" if args.tie_word_embeddings else " --no-tie-word-embeddings")
     )
     args.command = (
