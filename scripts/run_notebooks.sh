@@ -15,7 +15,8 @@ unset KIT_SMOKE
 unset MPLBACKEND  # a kernel must pick its inline backend to store figures as PNG
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TRL_EXPERIMENTAL_SILENCE=1
 # Two torch threads, as `python -m kit.demo` runs by default: a GRPO run on a CPU repeats only at the
-# same thread count, and at two notebook 2 matches `python -m kit.demo --seed 0`.
+# same thread count, once set (each notebook's setup cell pins it: kit.runs.pin_threads), and at two
+# notebook 2 matches `python -m kit.demo --seed 0`.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 
 if [ "$#" -gt 0 ]; then notebooks=("$@"); else notebooks=(notebooks/0*.ipynb); fi

@@ -351,11 +351,12 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     import torch
 
     from kit.demo import THREADS
+    from kit.runs import pin_threads
     from kit.train import warm_up
 
     model, tokenizer = load(out / "sft-model")
     threads = torch.get_num_threads()
-    torch.set_num_threads(THREADS)  # the demo's: sums split across threads differ in the last bit
+    pin_threads(THREADS)  # the demo's: sums split across threads differ in the last bit
     try:
         warm_up(model, tokenizer, "catch", 3, 0, tmp_path / "again")
     finally:
