@@ -124,7 +124,7 @@ def run(seconds: float = 2.0, rounds: int = 7) -> list[harness.Result]:
         ),
         ENV: _sides(
             lambda seed: env.reset(seed=seed),
-            lambda move: functools.partial(env.guess, word=_word(move)),
+            lambda move: functools.partial(env.guess, guess=_word(move)),
             games,
             fresh,
         ),

@@ -25,7 +25,7 @@ An assistant message looks like this (:func:`assistant_message` builds one)::
 
     {"role": "assistant", "content": "short reasoning",
      "tool_calls": [{"type": "function",
-                     "function": {"name": "guess", "arguments": {"word": "crane"}}}]}
+                     "function": {"name": "guess", "arguments": {"guess": "crane"}}}]}
 """
 
 from __future__ import annotations

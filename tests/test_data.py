@@ -70,7 +70,7 @@ def test_task_rows_reset_two_instances_to_the_same_observation(game: str) -> Non
 
 def _any_arguments(game: str) -> dict:
     return {
-        "wordle": {"word": "crane"},
+        "wordle": {"guess": "crane"},
         "catch": {"direction": "LEFT"},
         "sudoku": {"row": 1, "col": 1, "number": 1},
         "echo": {"message": "x"},
@@ -127,7 +127,7 @@ def test_tasks_carry_their_ground_truth() -> None:
         assert task.ground_truth == game.solution
     task = next(iter(TaskProvider("wordle", "eval")))
     assert task.ground_truth == task.task["secret"]
-    response = tool_call("guess", word=task.ground_truth)
+    response = tool_call("guess", guess=task.ground_truth)
     assert compute_score("wordle", response, task.label)["won"] == 1.0
     assert len(TaskProvider("echo", "train").to_hf_dataset()) == 100
 

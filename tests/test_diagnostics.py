@@ -75,7 +75,7 @@ def test_diagnose_rejects_bad_arguments() -> None:
 def test_run_episode_builds_trl_messages_and_errors() -> None:
     calls = iter(
         [
-            assistant_message("hi", [("guess", {"word": "crane"}), ("fly", {"to": "moon"})]),
+            assistant_message("hi", [("guess", {"guess": "crane"}), ("fly", {"to": "moon"})]),
             assistant_message("", [("guess", {"wrd": "sheep"})]),
             assistant_message("done"),
         ]
@@ -183,7 +183,11 @@ def test_a_model_is_a_player() -> None:
 
     ScriptedGeneration(
         tokenizer,
-        lambda text: [tool_call("guess", word="crane"), tool_call("guess", word="sheep"), "Done."],
+        lambda text: [
+            tool_call("guess", guess="crane"),
+            tool_call("guess", guess="sheep"),
+            "Done.",
+        ],
     ).install(model)
     wins = Reward("won", {"won": (won, 1.0)})
     tasks = [{**ROW, "secret": "sheep"}]

@@ -19,7 +19,7 @@ TASKS = {
     EchoEnv: {},
 }
 TOOLS = {
-    WordleEnv: {"guess": ["word"]},
+    WordleEnv: {"guess": ["guess"]},
     CatchEnv: {"move": ["direction"], "stay": []},
     SudokuEnv: {"place": ["row", "col", "number"]},
     EchoEnv: {"echo": ["message"]},
@@ -154,7 +154,7 @@ def test_a_call_the_engine_refuses_is_recorded(env_cls):
     invalid_calls agrees with TRL's tools/failure_frequency."""
     env = env_cls()
     tool, arguments = {
-        WordleEnv: ("guess", {"word": "crane"}),
+        WordleEnv: ("guess", {"guess": "crane"}),
         CatchEnv: ("move", {"direction": "LEFT"}),
         SudokuEnv: ("place", {"row": 1, "col": 1, "number": 1}),
     }[env_cls]  # well-formed, so that only the engine can refuse it

@@ -73,7 +73,7 @@ def test_freshly_made_wordle_sft_shows_no_eval_secret(seed: int, noise: float) -
 
 def _guesses(row: dict) -> list[str]:
     return [
-        call["function"]["arguments"]["word"]
+        call["function"]["arguments"]["guess"]
         for m in row["messages"]
         if m["role"] == "assistant"
         for call in m.get("tool_calls") or []
@@ -88,9 +88,9 @@ def test_the_wordle_check_catches_a_planted_secret() -> None:
     # As a guess: the tool call's argument.
     guessed = copy.deepcopy(row)
     turn = next(i for i, m in enumerate(guessed["messages"]) if m.get("tool_calls"))
-    guessed["messages"][turn]["tool_calls"][0]["function"]["arguments"]["word"] = word
+    guessed["messages"][turn]["tool_calls"][0]["function"]["arguments"]["guess"] = word
     assert leaks("wordle", [guessed]) == [
-        f"row 0: eval secret 'plane' in messages[{turn}].tool_calls[0].function.arguments.word"
+        f"row 0: eval secret 'plane' in messages[{turn}].tool_calls[0].function.arguments.guess"
     ]
     # In text, any case, next to punctuation or a line break; only whole words count.
     for text in ("Next guess: 'Plane'.", "\n[GAME] [PLANE]", "a plane_b"):

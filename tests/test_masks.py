@@ -96,15 +96,15 @@ def _plays(game: str) -> tuple[dict[str, dict], dict[str, list[str]]]:
         tasks = {case: {"secret": "sheep"} for case in CASES}
         plays = {
             "multi": [
-                turn(call("guess", word="crane"), call("guess", word="pious")),
+                turn(call("guess", guess="crane"), call("guess", guess="pious")),
                 turn(
-                    call("guess", word="qzxjv"), call("guess", word=12345), call("fly", to="moon")
+                    call("guess", guess="qzxjv"), call("guess", guess=12345), call("fly", to="moon")
                 ),
                 turn(text="I will stop here."),
             ],
-            "cap": [turn(call("guess", word=w)) for w in ("crane", "pious", "slate", "sheep")],
-            "tool": [turn(call("guess", word="crane"))],
-            "raw": [raw_call("guess", word="crâne"), "Done."],
+            "cap": [turn(call("guess", guess=w)) for w in ("crane", "pious", "slate", "sheep")],
+            "tool": [turn(call("guess", guess="crane"))],
+            "raw": [raw_call("guess", guess="crâne"), "Done."],
         }
     elif game == "sudoku":
         task, moves = _sudoku_moves()

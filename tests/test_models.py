@@ -25,7 +25,7 @@ CONVERSATION = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"type": "function", "function": {"name": "guess", "arguments": {"word": "crane"}}}
+            {"type": "function", "function": {"name": "guess", "arguments": {"guess": "crane"}}}
         ],
     },
     {"role": "tool", "name": "guess", "content": "X X Y X G"},
@@ -83,7 +83,7 @@ def test_every_catch_board_row_is_one_token(tiny):
 def test_a_game_prompt_is_words_not_bytes(tiny, name):
     """The prompt every GRPO turn prefills again: the template's text, the tools' schemas and a
     board. Before the tokenizer learnt from rendered prompts it spelt their words out a few
-    bytes at a time (about 2 characters per token; a Catch prompt was 716 tokens, now 379)."""
+    bytes at a time (about 2 characters per token; a Catch prompt was 716 tokens, now 382)."""
     from kit.episode import tool_schemas, with_observation
     from kit.registry import game
     from kit.tasks import prompt

@@ -400,9 +400,9 @@ def test_grpo_trains_through_a_served_game(servers: dict[str, str], tmp_path: Pa
     from tests.scripted import ScriptedGeneration, tool_call
 
     calls = [
-        ("guess", {"word": "crane"}),
-        ("guess", {"word": "qzxjv"}),
-        ("guess", {"word": "sheep"}),
+        ("guess", {"guess": "crane"}),
+        ("guess", {"guess": "qzxjv"}),
+        ("guess", {"guess": "sheep"}),
     ]
     model, tokenizer = tiny_model()
     script = [tool_call(name, **arguments) for name, arguments in calls]

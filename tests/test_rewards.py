@@ -65,13 +65,13 @@ def _sudoku():
 
 # -- signals ------------------------------------------------------------------------------------
 def test_won_and_guesses_left_reward_winning_sooner() -> None:
-    first, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "sheep"})])
+    first, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": "sheep"})])
     third, _ = _play(
         WordleEnv,
         {"secret": "sheep"},
-        [("guess", {"word": w}) for w in ("crane", "spell", "sheep")],
+        [("guess", {"guess": w}) for w in ("crane", "spell", "sheep")],
     )
-    lost, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "crane"})])
+    lost, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": "crane"})])
     assert [won(Episode(e)) for e in (first, third, lost)] == [1.0, 1.0, 0.0]
     assert guesses_left(Episode(first)) == 1.0
     assert guesses_left(Episode(third)) == pytest.approx(3 / 5)
@@ -84,22 +84,22 @@ def test_won_and_guesses_left_reward_winning_sooner() -> None:
 def test_wordle_partial_credit_is_the_best_guess_not_the_last() -> None:
     # The reference pays the last guess once six are spent: 'crane' (one yellow) after 'sheet'.
     words = ["sheet", "crane", "audio", "lymph", "bowls", "fizzy"]
-    env, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": w}) for w in words])
+    env, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": w}) for w in words])
     assert env.done and not env.won
     assert feedback("sheep", "fizzy") == "X X X X X"
     assert env.reward == 0.0  # the reference pays the last guess
     assert partial_credit(Episode(env)) == pytest.approx(0.8)  # sheet: four greens
     # Paid before the end too, so there is no need to burn guesses to be scored.
-    early, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "sheet"})])
+    early, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": "sheet"})])
     assert not early.done and early.reward == 0.0
     assert partial_credit(Episode(early)) == pytest.approx(0.8)
 
 
 def test_partial_credit_is_forfeited_when_invalid_moves_end_the_game() -> None:
     calls = [
-        ("guess", {"word": "sheet"}),
-        ("guess", {"word": "qzxjv"}),
-        ("guess", {"word": "qzxjw"}),
+        ("guess", {"guess": "sheet"}),
+        ("guess", {"guess": "qzxjv"}),
+        ("guess", {"guess": "qzxjw"}),
     ]
     env, _ = _play(WordleEnv, {"secret": "sheep"}, calls)
     assert env.done and not env.won
@@ -134,11 +134,11 @@ def test_catch_partial_credit_counts_only_once_the_ball_lands() -> None:
 
 def test_failed_repeated_and_format_signals() -> None:
     calls = [
-        ("guess", {"word": "crane"}),
-        ("guess", {"word": "crane"}),  # already guessed: the game rejects it
+        ("guess", {"guess": "crane"}),
+        ("guess", {"guess": "crane"}),  # already guessed: the game rejects it
         ("fly", {"to": "moon"}),  # unknown tool: never reaches the env
         ("guess", {"wrd": "sheep"}),  # wrong argument name: TypeError before the env
-        ("guess", {"word": "sheep"}),
+        ("guess", {"guess": "sheep"}),
     ]
     env, completion = _play(WordleEnv, {"secret": "sheep"}, calls)
     assert completion[5]["content"] == "{'error': 'Tool fly not found.'}"
@@ -158,10 +158,10 @@ def test_rollout_calls_from_the_messages_agree_with_the_envs_own_record() -> Non
     is the env's own ToolCall (tool, arguments, result, error); the calls that never reached it
     are extra, failed, with no result."""
     calls = [
-        ("guess", {"word": "crane"}),
+        ("guess", {"guess": "crane"}),
         ("fly", {"to": "moon"}),  # unknown tool: never reaches the env
-        ("guess", {"word": "crane"}),  # rejected by the game: reaches it, fails
-        ("guess", {"word": "sheep"}),
+        ("guess", {"guess": "crane"}),  # rejected by the game: reaches it, fails
+        ("guess", {"guess": "sheep"}),
     ]
     env, completion = _play(WordleEnv, {"secret": "sheep"}, calls)
     from_messages = Episode(env, completion).calls
@@ -176,8 +176,8 @@ def test_rollout_calls_from_the_messages_agree_with_the_envs_own_record() -> Non
 def test_reward_is_a_trl_reward_function_and_logs_each_signal() -> None:
     reward = default_reward("wordle")
     assert reward.__name__ == "wordle"
-    a, ca = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "sheep"})])
-    b, cb = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "crane"})] * 2)
+    a, ca = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": "sheep"})])
+    b, cb = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": "crane"})] * 2)
     logged = {}
     values = reward(
         prompts=[[], []],
@@ -223,7 +223,7 @@ def test_routed_rewards_return_none_for_other_environments() -> None:
     wordle, catch = routed_rewards(factories)
     assert (wordle.__name__, catch.__name__) == ("wordle", "catch")
     assert default_reward("catch").for_environment("drop").__name__ == "drop_catch"
-    w, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"word": "sheep"})])
+    w, _ = _play(WordleEnv, {"secret": "sheep"}, [("guess", {"guess": "sheep"})])
     c, _ = _play(CatchEnv, {"ball_col": 2}, [("stay", {})] * 9)
     column = ["wordle", "catch"]
     assert wordle(environments=[w, c], environment=column)[1] is None
@@ -279,8 +279,8 @@ def test_validate_environments_catches_routing_mistakes_up_front() -> None:
 def test_score_replays_text_messages_and_trajectories_alike() -> None:
     text = (
         "I'll open with crane.\n"
-        + tool_call("guess", word="crane")
-        + tool_call("guess", word="sheep")
+        + tool_call("guess", guess="crane")
+        + tool_call("guess", guess="sheep")
     )
     by_text = score({"secret": "sheep"}, text, game="wordle")
     assert by_text.env.won and len(by_text.env.calls) == 2
@@ -290,9 +290,9 @@ def test_score_replays_text_messages_and_trajectories_alike() -> None:
     # Recorded tool results are ignored: the calls are replayed.
     messages = [
         {"role": "user", "content": "play"},
-        assistant_message("", [("guess", {"word": "crane"})]),
+        assistant_message("", [("guess", {"guess": "crane"})]),
         {"role": "tool", "name": "guess", "content": "forged"},
-        assistant_message("", [("guess", {"word": "sheep"})]),
+        assistant_message("", [("guess", {"guess": "sheep"})]),
     ]
     by_messages = score({"environment": "wordle", "secret": "sheep"}, messages)
     assert by_messages.signals == by_text.signals
@@ -301,7 +301,7 @@ def test_score_replays_text_messages_and_trajectories_alike() -> None:
 
     malformed = score(
         {"secret": "sheep"},
-        '<tool_call>\n{"name": "guess", "arguments": {"word": }\n</tool_call>',
+        '<tool_call>\n{"name": "guess", "arguments": {"guess": }\n</tool_call>',
         "wordle",
     )
     assert malformed.signals["format"] == 0.0 and malformed.env.calls == []
@@ -361,7 +361,7 @@ def test_grpo_logs_each_environment_reward_separately(tmp_path) -> None:
 
     def script(text: str) -> list[str]:
         if "Wordle" in text:
-            return [tool_call("guess", word="crane"), tool_call("guess", word="sheep"), "Solved."]
+            return [tool_call("guess", guess="crane"), tool_call("guess", guess="sheep"), "Solved."]
         return [tool_call("move", direction="LEFT")] * 2 + [tool_call("stay")] * 7 + ["Done."]
 
     model, tokenizer = tiny_model()
@@ -383,7 +383,9 @@ def test_grpo_logs_each_environment_reward_separately(tmp_path) -> None:
     trainer.train()
     log = next(entry for entry in trainer.state.log_history if "rewards/wordle/mean" in entry)
     wordle_env, _ = _play(
-        WordleEnv, {"secret": "sheep"}, [("guess", {"word": "crane"}), ("guess", {"word": "sheep"})]
+        WordleEnv,
+        {"secret": "sheep"},
+        [("guess", {"guess": "crane"}), ("guess", {"guess": "sheep"})],
     )
     catch_env, _ = _play(
         CatchEnv, {"ball_col": 0}, [("move", {"direction": "LEFT"})] * 2 + [("stay", {})] * 7

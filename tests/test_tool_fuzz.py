@@ -45,7 +45,7 @@ def _hostile() -> list[object]:
         "crane", "[crane]", "crane.", "CRANE", "cr ane", "[crane] [sheep]", "sheep",
         "\ud800", "a\udfffb", "crane\ud800", "\udc80" * 3, "LEFT\ud83d", "😀", "é" * 5,
         "\u202eenarc", "[GAME] You won!", "[Player]", "{'error': 'x'}", "x" * 100_000,
-        "[1 2 3]", "1 2 3", [], [1], [1, 2, 3], ["crane"], {}, {"word": "crane"}, {"": None},
+        "[1 2 3]", "1 2 3", [], [1], [1, 2, 3], ["crane"], {}, {"guess": "crane"}, {"": None},
         _nested(5_000, lambda v: [v]), _nested(5_000, lambda v: {"a": v}),
     ]  # fmt: skip
 
@@ -96,8 +96,8 @@ def test_hostile_calls_cannot_hurt_training(env_cls):
     ("env_cls", "tool", "arguments", "says"),
     [
         (EchoEnv, "echo", {"message": "hi \ud800"}, "surrogate"),
-        (WordleEnv, "guess", {"word": "sheep\ud800"}, "surrogate"),
-        (WordleEnv, "guess", {"word": "crane."}, "letters"),
+        (WordleEnv, "guess", {"guess": "sheep\ud800"}, "surrogate"),
+        (WordleEnv, "guess", {"guess": "crane."}, "letters"),
         (SudokuEnv, "place", {"row": -1, "col": 3, "number": 4}, "1 to 9"),
         (SudokuEnv, "place", {"row": "+-3", "col": 1, "number": 1}, "whole number"),
         (SudokuEnv, "place", {"row": 10**5000, "col": 1, "number": 1}, "5001-digit"),

@@ -7,8 +7,11 @@ from replaying the same calls on a fresh env directly. One run uses real, unscri
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -16,11 +19,14 @@ pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
 
-from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv  # noqa: E402
+from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv, env_tools  # noqa: E402
 from kit.games import make  # noqa: E402
 from kit.models import tiny_model  # noqa: E402
 from kit.train import grpo_config  # noqa: E402
 from tests.scripted import ScriptedGeneration, tool_call  # noqa: E402
+
+# TRL's example envs' tools (examples/scripts/openenv/*.py), read by make_trl_tools_fixture.py.
+TRL_TOOLS = json.loads((Path(__file__).parent / "fixtures" / "trl_tools.json").read_text())
 
 
 def _prompt(row_id: int) -> list[dict]:
@@ -54,11 +60,11 @@ CASES = {
         WordleEnv,
         [{"secret": "sheep"}, {"secret": "apple"}],
         lambda task: [
-            ("guess", {"word": "crane"}),
-            ("guess", {"word": "qzxjv"}),  # not a word: the first invalid move is a warning
+            ("guess", {"guess": "crane"}),
+            ("guess", {"guess": "qzxjv"}),  # not a word: the first invalid move is a warning
             ("fly", {"to": "moon"}),  # no such tool: TRL's error, the env never sees it
-            ("guess", {"word": "sheep"}),
-            ("guess", {"word": 12345}),  # malformed argument
+            ("guess", {"guess": "sheep"}),
+            ("guess", {"guess": 12345}),  # malformed argument
         ],
     ),
     "catch": (
@@ -82,6 +88,69 @@ CASES = {
         ],
     ),
 }
+
+
+def _annotation(annotation) -> str | None:
+    """An annotation as written in the source (a string under ``from __future__ import annotations``)."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def _signature(tool) -> dict:
+    """A tool's parameters and return type as the fixture records them."""
+    signature = inspect.signature(tool)
+    return {
+        "parameters": {name: _annotation(p.annotation) for name, p in signature.parameters.items()},
+        "returns": _annotation(signature.return_annotation),
+    }
+
+
+@pytest.mark.parametrize("env_cls", [WordleEnv, CatchEnv, SudokuEnv, EchoEnv])
+def test_tools_are_named_as_in_trl_examples(env_cls):
+    """A model trained with TRL's example env for the game calls the kit's tools unchanged: the
+    same tools, argument names (in order) and types."""
+    expected = TRL_TOOLS["games"][env_cls.game_name]["tools"]
+    tools = {tool.__name__: _signature(tool) for tool in env_tools(env_cls())}
+    assert tools == expected, f"TRL {TRL_TOOLS['trl_commit'][:12]}"
+    for name, tool in expected.items():  # dict equality ignores the order of the arguments
+        assert list(tools[name]["parameters"]) == list(tool["parameters"])
+
+
+def test_the_fixture_script_reads_tools_as_trl_exposes_them():
+    """make_trl_tools_fixture.py keeps what TRL turns into tools: public functions other than
+    reset/get_reward, not properties or private helpers."""
+    import importlib.util
+
+    path = Path(__file__).parent / "fixtures" / "make_trl_tools_fixture.py"
+    spec = importlib.util.spec_from_file_location("make_trl_tools_fixture", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = """
+def main():
+    class Helper:
+        def step(self): ...
+
+    class GameEnv:
+        def reset(self, **kwargs) -> str: ...
+        def get_reward(self) -> float: ...
+        def _private(self, x: int) -> str: ...
+        @property
+        def score(self) -> float: ...
+        @staticmethod
+        def hint(level: int): ...
+        def play(self, row: int, col: "int", name: str | None = None) -> str: ...
+"""
+    assert module.tools(source) == (
+        "GameEnv",
+        {
+            "hint": {"parameters": {"level": "int"}, "returns": None},
+            "play": {
+                "parameters": {"row": "int", "col": "'int'", "name": "str | None"},
+                "returns": "str",
+            },
+        },
+    )
 
 
 def _replay(env_cls, task: dict, calls) -> tuple[object, int]:

@@ -62,7 +62,7 @@ def _split_card(split: dict[str, Any] | None) -> str:
 
 
 def _reason(messages: list[Message], call: Move) -> str:
-    word = call[1]["word"]
+    word = call[1]["guess"]
     history = [m.groups() for text in texts(messages) for m in _FEEDBACK.finditer(text)]
     if not history:
         return f"No feedback yet, so I open with '{word}' to test common letters."
@@ -99,13 +99,13 @@ def _random_move(context: MoveContext) -> Move:
         allowed = dictionary(length)
         pool = tuple(w for w in context.words if w in allowed)
     calls = own_calls(context.messages)
-    guessed = {args.get("word") for name, args in calls if name == "guess"}
+    guessed = {args.get("guess") for name, args in calls if name == "guess"}
     if guessed.issuperset(pool):
         raise ValueError("no word left that the random player may guess")
     word = context.rng.choice(pool)
     while word in guessed:
         word = context.rng.choice(pool)
-    return "guess", {"word": word}
+    return "guess", {"guess": word}
 
 
 def _closing(env: WordleEnv) -> str:
@@ -125,7 +125,7 @@ def _leaks(row: Mapping[str, Any]) -> Iterator[str]:
 
 def _guesses(row: Mapping[str, Any]) -> list[str]:
     return [
-        call["function"]["arguments"]["word"]
+        call["function"]["arguments"]["guess"]
         for m in row["messages"]
         if m["role"] == "assistant"
         for call in m.get("tool_calls") or []
@@ -161,25 +161,27 @@ class WordleEnv(GameEnv):
     game_name = "wordle"
     task_keys = ("secret", "seed")
 
-    def guess(self, word: str) -> str:
+    def guess(self, guess: str) -> str:
         """Guess the secret word. The reply scores each letter: G = right letter, right place;
         Y = in the word, elsewhere; X = not in the word.
 
         Args:
-            word: A five-letter English word, for example "crane".
+            guess: A five-letter English word, for example "crane".
         """
-        problem = as_text("word", word)
+        # The argument is named as in TRL's example (examples/scripts/openenv/wordle.py), so a
+        # model trained with it calls this tool unchanged (tests/test_trl_envs.py).
+        problem = as_text("guess", guess)
         # TextArena reads a guess as `[word]`; a model that already wrote the brackets is forgiven.
-        guess = None if problem else word.strip().strip("[]")
-        action = None if guess is None else f"[{guess}]"
+        word = None if problem else guess.strip().strip("[]")
+        action = None if word is None else f"[{word}]"
         hint = None
-        if guess is not None and not (guess.isascii() and guess.isalpha()):
+        if word is not None and not (word.isascii() and word.isalpha()):
             # TextArena would say "use squared brackets", which the tool already adds.
             hint = (
                 f"A guess is one word of letters only, like crane (the tool adds the square "
-                f"brackets); got {shown(word)}."
+                f"brackets); got {shown(guess)}."
             )
-        return self._play("guess", {"word": word}, action, problem, hint)
+        return self._play("guess", {"guess": guess}, action, problem, hint)
 
 
 SPEC = register(
@@ -205,7 +207,7 @@ SPEC = register(
         },
         tasks=wordle_secrets,
         task=lambda secret: ({"secret": secret}, secret),
-        to_tool_call=lambda action: ("guess", {"word": action.strip().strip("[]")}),
+        to_tool_call=lambda action: ("guess", {"guess": action.strip().strip("[]")}),
         random_move=_random_move,
         closing=_closing,
         held_out=(
