@@ -41,6 +41,7 @@ gain on a few lucky tasks does not pass for one.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import random
@@ -53,6 +54,7 @@ from kit.envs import ENVS
 from kit.episode import Message, replay, reset, run_episode
 from kit.masks import build
 from kit.rewards import Reward, default_reward
+from kit.rollout import SAMPLING, sampling_settings
 from kit.solvers.policies import PolicyFactory
 from kit.tasks import TURN_LIMITS, TaskProvider, check_count, check_seed, prompt
 from kit.trajectory import Trajectory, tool_calls
@@ -198,6 +200,11 @@ class Evaluation:
     num_generations: int
     decoding: str  # "greedy", "sampled x4, T=1" or, for a policy, "policy x1"
     games: dict[str, GameResult]
+    # How a model's tokens were chosen, as GRPOConfig names the settings: {"greedy": False,
+    # "temperature": ..., "top_p": ..., "top_k": ..., "min_p": ..., "repetition_penalty": ...};
+    # greedy: {"greedy": True, "repetition_penalty": ...} (the one setting greedy decoding
+    # applies); a policy: {} (it samples no tokens).
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, game: str) -> GameResult:
         if game not in self.games:
@@ -210,7 +217,9 @@ class Evaluation:
         return [t for result in self.games.values() for t in result.trajectories]
 
     def records(self) -> list[dict[str, Any]]:
-        """One flat dict per game: each metric's value with its ``_low`` / ``_high`` bounds."""
+        """One flat dict per game: how it was played (the sampling settings by their
+        ``GRPOConfig`` names, None where they did not apply: a policy, or greedy decoding's
+        warpers), then each metric's value with its ``_low`` / ``_high`` bounds."""
         rows = []
         for result in self.games.values():
             row: dict[str, Any] = {
@@ -220,6 +229,7 @@ class Evaluation:
                 "tasks": result.tasks,
                 "episodes": result.episodes,
                 "decoding": self.decoding,
+                **{setting: self.sampling.get(setting) for setting in SAMPLING},
                 "seed": self.seed,
             }
             for metric in METRICS:
@@ -521,6 +531,10 @@ def evaluate(
     num_generations: int = 1,
     greedy: bool | None = None,
     temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int | None = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
     seed: int = 0,
     max_completion_length: int | None = None,
     max_tool_calling_iterations: int | None = None,
@@ -539,7 +553,12 @@ def evaluate(
     several. Tasks: ``kit.tasks.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
     with the reset columns) for a single game; a row without a ``prompt`` gets the game's
     (``kit.tasks.prompt``), the one its training rows carry, not TRL's empty one. ``greedy``
-    defaults to ``num_generations == 1``; sampled play uses ``temperature``.
+    defaults to ``num_generations == 1``. Sampled play samples as GRPO does: ``temperature``,
+    ``top_p``, ``top_k``, ``min_p`` and ``repetition_penalty`` are the ``GRPOConfig`` fields,
+    with their defaults, passed over the model's own generation config (see
+    :func:`kit.rollout.rollout`), so that a checkpoint is measured on the distribution training
+    sampled from, not on the one its ``generation_config.json`` suggests for chat; the
+    evaluation records them (:attr:`Evaluation.sampling`, :meth:`Evaluation.records`).
     ``max_completion_length`` defaults to :data:`BUDGETS`, ``max_tool_calling_iterations`` to
     ``kit.tasks.TURN_LIMITS``, ``rewards`` to each game's ``default_reward``. ``seed`` fixes the
     task subset, the sampling and the bootstrap. ``chat_template_kwargs`` go to the model's chat
@@ -554,6 +573,7 @@ def evaluate(
             f"greedy decoding plays {num_generations} identical episodes per task: "
             "pass greedy=False"
         )
+    sampling = sampling_settings(temperature, top_p, top_k, min_p, repetition_penalty)
     results = {}
     for g in games:
         rows = (
@@ -572,7 +592,7 @@ def evaluate(
                 rows,
                 num_generations=num_generations,
                 greedy=greedy,
-                temperature=temperature,
+                sampling=sampling,
                 seed=seed,
                 budget=max_completion_length or BUDGETS[g],
                 cap=cap,
@@ -596,7 +616,75 @@ def evaluate(
             else f"sampled x{num_generations}, T={temperature:g}"
         ),
         games=results,
+        sampling=_sampling_record(player, greedy, sampling),
     )
+
+
+def _sampling_record(player: Any, greedy: bool, sampling: dict[str, Any]) -> dict[str, Any]:
+    """What :attr:`Evaluation.sampling` says: the settings that chose the tokens. ``min_p=None``
+    sets none, so a transformers model samples with its own ``min_p`` if its generation config
+    has one (as under GRPO): that value is recorded."""
+    if not _is_model(player):
+        return {}
+    if greedy:
+        return {"greedy": True, "repetition_penalty": sampling["repetition_penalty"]}
+    if sampling["min_p"] is None:
+        own = getattr(getattr(player, "generation_config", None), "min_p", None)
+        sampling = sampling | {"min_p": own}
+    return {"greedy": False, **sampling}
+
+
+def evaluate_in_turn(
+    players: Mapping[str, Callable[[], tuple[Any, Any]]],
+    game: str | Sequence[str],
+    **evaluate_kwargs: Any,
+) -> list[Evaluation]:
+    """Evaluate several models one after the other, each loaded only while it plays:
+    ``players`` maps each name to a loader returning ``(model, tokenizer)``; returns one
+    :class:`Evaluation` per name, in order, as ``evaluate(model, game, tokenizer, name=name,
+    **evaluate_kwargs)`` gives it.
+
+    Why: comparing base, SFT and GRPO checkpoints by loading all three and then evaluating
+    them holds three models on the GPU at once (Qwen3-1.7B three times does not fit a T4).
+    Here each model is loaded, evaluated, and every reference to it dropped, garbage collected
+    and the CUDA cache emptied before the next loader runs; the evaluations keep their episodes
+    (token ids, messages, env states) but no reference to a model. A loader must load (e.g.
+    ``lambda: load(folder)``): a model also held elsewhere, by a notebook variable, stays alive.
+    """
+    if not players:
+        raise ValueError("give at least one player: {name: loader returning (model, tokenizer)}")
+    taken = sorted({"name", "tokenizer"} & set(evaluate_kwargs))
+    if taken:
+        raise ValueError(
+            f"the names of players are the keys of players, and each loader returns its "
+            f"tokenizer: drop {taken}"
+        )
+    if not_loaders := [name for name, loader in players.items() if not callable(loader)]:
+        raise ValueError(
+            f"each player is a loader, a function returning (model, tokenizer); {not_loaders} "
+            "are not callable"
+        )
+    evaluations = []
+    for name, loader in players.items():
+        model, tokenizer = loader()
+        try:
+            evaluations.append(evaluate(model, game, tokenizer, name=name, **evaluate_kwargs))
+        finally:
+            del model, tokenizer
+            _free_memory()
+    return evaluations
+
+
+def _free_memory() -> None:
+    """Collect what the last model left (whatever sat in a reference cycle outlives ``del``) and
+    hand the CUDA memory PyTorch still caches back, so that the next model finds it free."""
+    gc.collect()
+    try:
+        import torch
+    except ImportError:  # policies only: no model was ever loaded
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _is_model(player: Any) -> bool:
@@ -645,7 +733,7 @@ def _play_model(
     *,
     num_generations: int,
     greedy: bool,
-    temperature: float,
+    sampling: dict[str, Any],
     seed: int,
     budget: int,
     cap: int,
@@ -668,7 +756,7 @@ def _play_model(
             max_completion_length=budget,
             max_tool_calling_iterations=cap,
             greedy=greedy,
-            temperature=temperature,
+            **sampling,
             seed=seed,
             batch_size=batch_size,
             chat_template_kwargs=chat_template_kwargs,

@@ -141,7 +141,9 @@ def rollout(
     max_tool_calling_iterations: int | None = 8,
     temperature: float = 1.0,
     top_p: float = 1.0,
-    top_k: int | None = None,
+    top_k: int | None = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
     greedy: bool = False,
     seed: int = 0,
     batch_size: int = 32,
@@ -156,9 +158,19 @@ def rollout(
     (task columns such as ``secret`` or ``seed``, and optionally ``prompt``), or ints meaning
     ``{"seed": n}``. The settings mean what the ``GRPOConfig`` fields of the same names mean;
     the defaults are ``kit.train.grpo_config``'s; ``max_tool_calling_iterations=None`` lifts
-    the cap, as in TRL. ``generation_kwargs`` go to the backend (``GenerationConfig`` fields,
-    or ``vllm.SamplingParams`` ones).
-    ``greedy=True`` decodes greedily, otherwise tokens are sampled at ``temperature``.
+    the cap, as in TRL. ``generation_kwargs`` go to the backend on top of everything else, as
+    ``GRPOConfig.generation_kwargs`` do (``GenerationConfig`` fields, or ``vllm.SamplingParams``
+    ones).
+
+    Tokens are sampled as ``GRPOTrainer`` samples them: ``temperature``, ``top_p``, ``top_k``,
+    ``min_p`` and ``repetition_penalty`` mean what the ``GRPOConfig`` fields do and default to
+    theirs (1.0, 1.0, 0: no top-k, None, 1.0), and every one of them is passed to the backend
+    explicitly, so that the model's own generation config (Qwen3 ships top_k 20, top_p 0.95,
+    T 0.6; a bare ``GenerationConfig`` means top_k 50) cannot fill them in: an evaluation of
+    what training does must sample from the distribution training samples from. As in TRL,
+    ``min_p=None`` sets none, so transformers applies the model's own ``min_p`` if it has one
+    (vLLM gets 0.0: off). ``top_k=None`` also means no top-k (TRL's 0), never the model's.
+    ``greedy=True`` decodes greedily instead (only ``repetition_penalty`` still applies).
     ``batch_size`` episodes are generated together; ``seed`` fixes the sampling (the global
     torch RNG is left as it was). ``mask_truncated_completions=True`` gives a completion the
     budget cut mid-turn a ``completion_mask`` of zeros, as the trainer does. Like
@@ -173,26 +185,19 @@ def rollout(
     """
     env_cls = _env_class(env_cls)
     rows = [_task_row(task) for task in tasks]
+    sampling = sampling_settings(temperature, top_p, top_k, min_p, repetition_penalty)
     _check_settings(
         rows,
         num_generations,
         max_completion_length,
         max_tool_calling_iterations,
-        temperature,
+        sampling,
         greedy,
         batch_size,
     )
     _ensure_response_parser(tokenizer)
     generate = _generator(
-        model,
-        tokenizer,
-        max_completion_length,
-        temperature,
-        top_p,
-        top_k,
-        greedy,
-        seed,
-        generation_kwargs,
+        model, tokenizer, max_completion_length, sampling, greedy, seed, generation_kwargs
     )
     template = chat_template(tokenizer, uses_tools=bool(env_tools(env_cls())))
     settings = (template, chat_template_kwargs or {})
@@ -332,7 +337,15 @@ def _trajectory(episode: _Episode, env_cls: type, stop: set[int], mask_cut: bool
 
 
 def model_policy(
-    model: Any, tokenizer: Any, max_new_tokens: int = 256, temperature: float | None = 1.0
+    model: Any,
+    tokenizer: Any,
+    max_new_tokens: int = 256,
+    temperature: float | None = 1.0,
+    *,
+    top_p: float = 1.0,
+    top_k: int | None = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
 ) -> Callable[[type, int], Policy]:
     """A model as a policy factory for ``kit.episode.run_episode``, so that ``kit.diagnostics``
     can rank it beside the scripted players: each turn is rendered from the conversation so far
@@ -341,11 +354,15 @@ def model_policy(
 
     Unlike :func:`rollout`, each turn re-renders the whole conversation and nothing counts a
     token budget: for episodes token for token as GRPO plays them, use :func:`rollout`.
-    ``temperature=None`` decodes greedily. Turn ``k`` of the episode with seed ``s`` samples
-    from a generator seeded with ``(s, k)``; the caller's RNG state is left as it was.
+    ``temperature=None`` decodes greedily; the sampling settings are :func:`rollout`'s (GRPO's
+    defaults, passed explicitly over the model's generation config). Turn ``k`` of the episode
+    with seed ``s`` samples from a generator seeded with ``(s, k)``; the caller's RNG state is
+    left as it was.
     """
     _ensure_response_parser(tokenizer)
     greedy = temperature is None
+    sampling = sampling_settings(temperature or 1.0, top_p, top_k, min_p, repetition_penalty)
+    _check_sampling(sampling, greedy)
 
     def factory(env_cls: type, seed: int) -> Policy:
         tools = env_tools(env_cls())
@@ -358,15 +375,7 @@ def model_policy(
             turn_seed = seed * 1_000 + turns
             turns += 1
             generate = _generator(
-                model,
-                tokenizer,
-                max_new_tokens,
-                temperature or 1.0,
-                1.0,
-                None,
-                greedy,
-                turn_seed,
-                None,
+                model, tokenizer, max_new_tokens, sampling, greedy, turn_seed, None
             )
             with generate.seeded():
                 (completion,) = generate([ids])
@@ -429,32 +438,73 @@ class _TransformersGenerate(_Generate):
         return [_cut_at_eos(row.tolist(), self.eos) for row in output[:, width:].cpu()]
 
 
+class _VLLMSeeds:
+    """Per-request seeds for vLLM: one of its own for every prompt of every call.
+
+    vLLM seeds each request's sampler with the request's ``seed``: one seed for a whole batch
+    would make the ``num_generations`` identical prompts of a task sample identical episodes.
+    The seeds depend only on ``seed`` and the call's rank, so a replay draws the same ones."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed, self.calls = seed, 0
+
+    def take(self, n: int) -> list[int]:
+        rng = random.Random(f"kit.rollout.vllm/{self.seed}/{self.calls}")
+        self.calls += 1
+        return [rng.getrandbits(63) for _ in range(n)]
+
+
 class _VLLMGenerate(_Generate):
     """Generation with a ``vllm.LLM`` (GPU only; not exercised by the CPU test suite)."""
 
-    def __init__(self, llm: Any, params: Any, eos: list[int], pad: int) -> None:
-        self.llm, self.params, self.eos, self.stop = llm, params, eos, {*eos, pad}
+    def __init__(self, llm: Any, fields: dict[str, Any], eos: list[int], pad: int, seed: int):
+        self.llm, self.fields, self.eos, self.stop = llm, fields, eos, {*eos, pad}
+        self.seeds = _VLLMSeeds(seed)
         self.max_length = llm.llm_engine.model_config.max_model_len
 
     def seeded(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()  # the seed travels in SamplingParams
+        return contextlib.nullcontext()  # the seeds travel in each request's SamplingParams
 
     def __call__(self, prompts: list[list[int]]) -> list[list[int]]:
+        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        # a seed in generation_kwargs wins, as every other field there does
+        params = [
+            SamplingParams(**{"seed": s, **self.fields}) for s in self.seeds.take(len(prompts))
+        ]
         outputs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=p) for p in prompts], self.params, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
         )
         return [_cut_at_eos(list(o.outputs[0].token_ids), self.eos) for o in outputs]
+
+
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+
+
+def sampling_settings(
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int | None = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+) -> dict[str, Any]:
+    """The five sampling settings as ``GRPOConfig`` names them, ``top_k=None`` read as TRL's 0
+    (no top-k): what :func:`rollout` passes to the backend and ``kit.evaluate`` records."""
+    return {
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": 0 if top_k is None else top_k,
+        "min_p": min_p,
+        "repetition_penalty": repetition_penalty,
+    }
 
 
 def _generator(
     model: Any,
     tokenizer: Any,
     max_new_tokens: int,
-    temperature: float,
-    top_p: float,
-    top_k: int | None,
+    sampling: dict[str, Any],
     greedy: bool,
     seed: int,
     generation_kwargs: dict[str, Any] | None,
@@ -462,31 +512,63 @@ def _generator(
     eos = _eos_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     if type(model).__module__.startswith("vllm"):
-        from vllm import SamplingParams
-
-        params = SamplingParams(
-            max_tokens=max_new_tokens,
-            temperature=0.0 if greedy else temperature,
-            top_p=top_p,
-            top_k=top_k or -1,
-            seed=seed,
-            stop_token_ids=eos,
-            **(generation_kwargs or {}),
+        fields = _vllm_sampling(
+            **sampling,
+            greedy=greedy,
+            max_new_tokens=max_new_tokens,
+            eos=eos,
+            generation_kwargs=generation_kwargs,
         )
-        return _VLLMGenerate(model, params, eos, pad)
+        return _VLLMGenerate(model, fields, eos, pad, seed)
     from transformers import GenerationConfig
 
-    sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k} if not greedy else {}
+    # GRPOTrainer's GenerationConfig (TRL 1.16, transformers path): every sampling setting set,
+    # so that none is taken from the model's generation config (transformers fills in only the
+    # fields left None), then generation_kwargs on top. Greedy decoding applies no warper, only
+    # the repetition penalty, which is therefore still passed.
+    settings = {"repetition_penalty": sampling["repetition_penalty"]} if greedy else sampling
     config = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        do_sample=not greedy,
-        pad_token_id=pad,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=eos,
-        **sampling,
-        **(generation_kwargs or {}),
+        **{
+            "max_new_tokens": max_new_tokens,
+            "do_sample": not greedy,
+            "pad_token_id": pad,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": eos,
+            **settings,
+            "disable_compile": True,
+        }
+        | (generation_kwargs or {})
     )
     return _TransformersGenerate(model, config, eos, pad, seed)
+
+
+def _vllm_sampling(
+    *,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    min_p: float | None,
+    repetition_penalty: float,
+    greedy: bool,
+    max_new_tokens: int,
+    eos: list[int],
+    generation_kwargs: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """``vllm.SamplingParams`` fields as TRL 1.16's colocated vLLM generation sets them
+    (``vllm_generation.py``): ``top_k`` as given (0: vLLM's "all tokens"), ``min_p`` None as
+    0.0; greedy is temperature 0; the stop ids are TRL's EOS ids; ``generation_kwargs`` on top.
+    The per-request seed is added by :class:`_VLLMGenerate`."""
+    fields = {
+        "n": 1,
+        "repetition_penalty": repetition_penalty,
+        "temperature": 0.0 if greedy else temperature,
+        "top_p": top_p,
+        "top_k": top_k,
+        "min_p": 0.0 if min_p is None else min_p,
+        "max_tokens": max_new_tokens,
+        "stop_token_ids": eos,
+    }
+    return fields | (generation_kwargs or {})
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -539,7 +621,7 @@ def _check_settings(
     num_generations: int,
     max_completion_length: int,
     max_tool_calling_iterations: int | None,
-    temperature: float,
+    sampling: dict[str, Any],
     greedy: bool,
     batch_size: int,
 ) -> None:
@@ -558,10 +640,26 @@ def _check_settings(
         raise ValueError(
             f"max_tool_calling_iterations must be an int >= 0 or None, got {max_tool_calling_iterations!r}"
         )
+    _check_sampling(sampling, greedy)
+
+
+def _check_sampling(sampling: dict[str, Any], greedy: bool) -> None:
+    """GRPOConfig's documented ranges, checked before anything is generated (GRPOConfig checks
+    none of them; transformers or vLLM would fail later, or quietly sample something else)."""
+    temperature, top_p, top_k = sampling["temperature"], sampling["top_p"], sampling["top_k"]
+    min_p, penalty = sampling["min_p"], sampling["repetition_penalty"]
     if not greedy and not temperature > 0:
         raise ValueError(
             f"temperature must be > 0 for sampled play (or pass greedy=True), got {temperature}"
         )
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+        raise ValueError(f"top_k must be an int >= 0 (0: no top-k), got {top_k!r}")
+    if min_p is not None and not 0 <= min_p <= 1:
+        raise ValueError(f"min_p must be in [0, 1] or None, got {min_p}")
+    if not penalty > 0:
+        raise ValueError(f"repetition_penalty must be > 0 (1.0: none), got {penalty}")
 
 
 def _ensure_response_parser(tokenizer: Any) -> None:

@@ -24,6 +24,7 @@ from kit.evaluate import (  # noqa: E402
     by_task,
     compare,
     evaluate,
+    evaluate_in_turn,
     plot,
     table,
     text_table,
@@ -31,6 +32,13 @@ from kit.evaluate import (  # noqa: E402
 )
 from kit.models import tiny_model  # noqa: E402
 from kit.solvers.policies import noisy_policy, random_policy, solver_policy  # noqa: E402
+from tests.sampling import (  # noqa: E402
+    EXPLICIT,
+    MODEL_MIN_P,
+    SAMPLING,
+    grpo_generation_config,
+    qwen_like_model,
+)
 from tests.scripted import ScriptedGeneration, tool_call  # noqa: E402
 
 
@@ -382,3 +390,135 @@ def test_bad_input_says_what_is_wrong(tiny):
         evaluate(solver_policy(), ["catch", "wordle"], tasks=[{"ball_col": 0}])
     with pytest.raises(ValueError, match="no result for game 'wordle'"):
         evaluate(solver_policy(), "catch")["wordle"]
+
+
+# -- sampling: as GRPO samples, recorded ------------------------------------------------------------
+GRPO_DEFAULTS = dict(temperature=1.0, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0)
+
+
+def _first_turns(model, tokenizer, episodes, config, seed):
+    """Each episode's first turn as ``model.generate(generation_config=config)`` samples it from
+    the same left-padded batch under the same seed: the reference the evaluation must match."""
+    import torch
+
+    width = max(len(t.prompt_ids) for t in episodes)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(t.prompt_ids)) + t.prompt_ids for t in episodes])
+    mask = torch.tensor(
+        [[0] * (width - len(t.prompt_ids)) + [1] * len(t.prompt_ids) for t in episodes]
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    turns = []
+    for row in out[:, width:].tolist():
+        end = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else len(row)
+        turns.append(row[:end])
+    return turns
+
+
+@pytest.mark.parametrize("settings", [{}, EXPLICIT], ids=["grpo-defaults", "explicit"])
+def test_evaluation_samples_the_settings_it_is_given_not_the_models_generation_config(settings):
+    """A model whose generation config says T 0.6, top_k 20, top_p 0.95, repetition penalty 1.3,
+    min_p 0.02 (Qwen3's, plus two) is evaluated token for token as ``GRPOTrainer``'s GenerationConfig
+    samples it (GRPOConfig's defaults, or the settings passed), not as its own config would; the
+    evaluation and its records say which settings those were."""
+    from transformers import GenerationConfig
+
+    model, tokenizer = qwen_like_model()
+    model.eval()
+    budget, seed = 12, 3
+    result = evaluate(
+        model,
+        "catch",
+        tokenizer,
+        num_tasks=2,
+        num_generations=2,
+        greedy=False,
+        max_completion_length=budget,
+        seed=seed,
+        **settings,
+    )
+    episodes = result.trajectories
+    grpo = _first_turns(
+        model, tokenizer, episodes, grpo_generation_config(tokenizer, budget, **settings), seed
+    )
+    own = GenerationConfig(
+        max_new_tokens=budget,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=[tokenizer.eos_token_id],
+    )  # every sampling setting left to the model's generation config
+    # the test can tell the two apart
+    assert _first_turns(model, tokenizer, episodes, own, seed) != grpo
+    assert [t.completion_ids[: len(turn)] for t, turn in zip(episodes, grpo, strict=True)] == grpo
+    # GRPO's min_p=None sets none: the model's own applies, and is what the evaluation records
+    expected = GRPO_DEFAULTS | {"min_p": MODEL_MIN_P} | settings
+    assert result.sampling == {"greedy": False, **expected}
+    for record in result.records():
+        assert {name: record[name] for name in SAMPLING} == expected
+
+
+def test_records_say_how_a_greedy_model_and_a_policy_played(tiny):
+    """Greedy decoding applies no sampling setting but the repetition penalty; a policy samples
+    no tokens: its settings are recorded as None, the columns present all the same."""
+    model, tokenizer = tiny
+    greedy = evaluate(model, "catch", tokenizer, tasks=[{"ball_col": 1}], max_completion_length=4)
+    assert greedy.sampling == {"greedy": True, "repetition_penalty": 1.0}
+    (record,) = greedy.records()
+    assert {name: record[name] for name in SAMPLING} == {
+        "temperature": None,
+        "top_p": None,
+        "top_k": None,
+        "min_p": None,
+        "repetition_penalty": 1.0,
+    }
+    policy = evaluate(solver_policy(), "catch", tasks=[{"ball_col": 1}])
+    assert policy.sampling == {}
+    assert all(policy.records()[0][name] is None for name in SAMPLING)
+
+
+# -- one model at a time ----------------------------------------------------------------------------
+def test_evaluate_in_turn_frees_each_model_before_loading_the_next():
+    """The second loader finds the first model gone (a weak reference to it is dead), and the
+    evaluations returned, episodes included, keep no model alive; the figures are those of
+    evaluating each model directly."""
+    import functools
+    import gc
+    import weakref
+
+    alive: list[weakref.ref] = []
+
+    def loader(seed):
+        def load():
+            assert all(ref() is None for ref in alive), "the previous model is still loaded"
+            model, tokenizer = tiny_model(seed=seed)
+            # bind the model to its own forward, as accelerate's hooks do (device_map="auto"):
+            # a reference cycle, which dropping the references alone does not free
+            model.forward = functools.partial(type(model).forward, model)
+            alive.append(weakref.ref(model))
+            return model, tokenizer
+
+        return load
+
+    settings = dict(num_tasks=2, max_completion_length=8)
+    results = evaluate_in_turn({"base": loader(0), "trained": loader(1)}, "catch", **settings)
+    assert [r.name for r in results] == ["base", "trained"] and len(alive) == 2
+    gc.collect()
+    assert all(ref() is None for ref in alive)
+    assert all(r["catch"].episodes == 2 for r in results)
+    model, tokenizer = tiny_model(seed=1)
+    direct = evaluate(model, "catch", tokenizer, name="trained", **settings)
+    assert [t.completion_ids for t in direct.trajectories] == [
+        t.completion_ids for t in results[1].trajectories
+    ]
+    assert str(direct) == str(results[1])  # the same figures, intervals included
+
+
+def test_evaluate_in_turn_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="at least one"):
+        evaluate_in_turn({}, "catch")
+    with pytest.raises(ValueError, match="the names of players"):
+        evaluate_in_turn({"base": tiny_model}, "catch", name="other")
+    with pytest.raises(ValueError, match="loader"):
+        evaluate_in_turn({"base": "Qwen/Qwen3-1.7B"}, "catch")

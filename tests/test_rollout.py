@@ -18,6 +18,12 @@ import torch  # noqa: E402
 from kit.envs import ENVS, CatchEnv, EchoEnv  # noqa: E402
 from kit.rollout import TaskSampler, rollout  # noqa: E402
 from kit.trajectory import ToolCall  # noqa: E402
+from tests.sampling import (  # noqa: E402
+    EXPLICIT,
+    grpo_generation_config,
+    qwen_like_model,
+    record_processors,
+)
 from tests.scripted import ScriptedGeneration  # noqa: E402
 from tests.test_masks import (  # noqa: E402
     BUDGET,
@@ -163,6 +169,11 @@ def test_progress_bar_on_request(capsys):
         (dict(max_completion_length=0), "max_completion_length"),
         (dict(max_tool_calling_iterations=-1), "max_tool_calling_iterations"),
         (dict(temperature=0.0), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_k=-1), "top_k"),
+        (dict(top_k=2.5), "top_k"),
+        (dict(min_p=1.5), "min_p"),
+        (dict(repetition_penalty=0.0), "repetition_penalty"),
         (dict(batch_size=0), "batch_size"),
     ],
 )
@@ -251,3 +262,66 @@ def test_model_policy_turns_are_seeded_and_leave_the_callers_rng_alone():
     assert torch.equal(torch.rand(3), expected)  # the caller's stream went on untouched
     again = run_episode(EchoEnv(), row, factory(EchoEnv, 5), max_tool_calling_iterations=2)
     assert first.completion == again.completion and first.completion[0]["role"] == "assistant"
+
+
+# -- sampling: as GRPOTrainer samples, whatever the model's own generation config says ---------
+
+
+@pytest.mark.parametrize("settings", [{}, EXPLICIT], ids=["grpo-defaults", "explicit"])
+def test_rollout_samples_as_grpo_does_not_as_the_models_generation_config(settings):
+    """Every turn is sampled with the processors GRPOTrainer's GenerationConfig gives the same
+    model: ``top_k=0`` is no top-k and ``repetition_penalty=1.0`` none, never the model's 20 and
+    1.3 (the model's own config, the sanity check, does apply them)."""
+    model, tokenizer = qwen_like_model()
+    seen = record_processors(model)
+    (episode,) = rollout(
+        model, EchoEnv, tokenizer, [{}], max_completion_length=4, progress=False, **settings
+    )
+    played = list(seen)
+    prompt = torch.tensor([episode.prompt_ids])
+    mask = torch.ones_like(prompt)
+    reference = grpo_generation_config(tokenizer, 4, **settings)
+    model.generate(input_ids=prompt, attention_mask=mask, generation_config=reference)
+    grpo = seen[-1]
+    model.generate(input_ids=prompt, attention_mask=mask, max_new_tokens=4)
+    own = seen[-1]
+    assert ("TopKLogitsWarper", ("top_k", 20)) in [(n, kv) for n, attrs in own for kv in attrs]
+    assert own != grpo
+    assert played and all(turn == grpo for turn in played), (played, grpo)
+
+
+def test_vllm_sampling_params_are_trls():
+    """The ``vllm.SamplingParams`` fields mirror TRL's colocated vLLM generation (``min_p`` None
+    is 0.0, ``top_k`` 0 stays 0: vLLM's "no top-k"), greedy is temperature 0, and each prompt of
+    each call gets a seed of its own (one per-request seed for the whole batch would make the
+    ``num_generations`` samples of a task identical), the same on every replay."""
+    from kit.rollout import _vllm_sampling, _VLLMSeeds
+
+    fields = _vllm_sampling(
+        max_new_tokens=16, eos=[2], greedy=False, generation_kwargs=None, **EXPLICIT
+    )
+    assert fields == {
+        "n": 1,
+        "repetition_penalty": 1.1,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 5,
+        "min_p": 0.05,
+        "max_tokens": 16,
+        "stop_token_ids": [2],
+    }
+    defaults = dict(temperature=1.0, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0)
+    plain = _vllm_sampling(
+        max_new_tokens=8, eos=[2], greedy=False, generation_kwargs=None, **defaults
+    )
+    assert (plain["top_k"], plain["min_p"], plain["temperature"]) == (0, 0.0, 1.0)
+    greedy = _vllm_sampling(
+        max_new_tokens=8, eos=[2], greedy=True, generation_kwargs={"top_p": 0.5}, **defaults
+    )
+    assert greedy["temperature"] == 0.0 and greedy["top_p"] == 0.5  # generation_kwargs on top
+    seeds = _VLLMSeeds(3)
+    first, second = seeds.take(4), seeds.take(4)
+    assert len(set(first + second)) == 8
+    again = _VLLMSeeds(3)
+    assert [again.take(4), again.take(4)] == [first, second]
+    assert _VLLMSeeds(4).take(4) != first
