@@ -20,11 +20,18 @@ weights' values do not matter, only their shapes). Kept bytes are linear in the 
 the tokens, so two depths and two lengths give every model's figure at any depth and length, and
 a third point checks it (``tests/test_hardware.py``). ``python -m kit.hardware --measure`` writes them to
 ``data/hardware/activations.json``, which the profile table reads.
+
+vLLM colocated with training takes its share of the GPU for its own 16-bit copy of the weights
+and its KV cache; training gets what is left (:func:`grpo_batch`, :func:`vllm_kv_room`). And
+where the ``vllm`` extra was installed on a machine without CUDA, transformers cannot import its
+models at all: :func:`vision_stack_check` turns that failure into one that names the fix.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,12 @@ FULL_BYTES_PER_PARAMETER = 16
 # left to activations, the generation's KV cache and (colocated) vLLM. Past it, the recipe
 # trains LoRA adapters instead.
 FULL_SHARE = 0.5
+# The share of an accelerator's memory the planner hands out (training, generation and, colocated,
+# vLLM); the rest is left to the CUDA context, the allocator's fragmentation and kernels' scratch.
+USABLE_SHARE = 0.9
+# vLLM holds its own copy of the weights in 16 bits (bf16, or fp16 where there is no native bf16:
+# vLLM picks fp16 on a T4 for a model stored in bf16).
+VLLM_BYTES_PER_PARAMETER = 2
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,15 @@ def architecture(name: str) -> Any:
     return AutoConfig.for_model(values.pop("model_type"), **values)
 
 
+def vllm_installed() -> bool:
+    """Whether vLLM can be imported here (found, not imported: importing it takes seconds and
+    initialises CUDA). ``kit.train.recipe(vllm=None)`` colocates it where this is True on a
+    GPU; ``recipe(vllm=True)`` decides without asking."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 def detect() -> Device:
     """This process's accelerator: its GPU (``LOCAL_RANK``'s) if CUDA has one, else the CPU."""
     import torch
@@ -144,6 +166,82 @@ def detect() -> Device:
     )
 
 
+# -- an install that cannot import transformers' models -----------------------------------------
+# What to run when the `vllm` extra was installed where vLLM cannot work (a machine without CUDA):
+# its torchvision and torchaudio builds do not match the CPU torch, and transformers imports
+# torchvision whenever it is installed.
+VISION_STACK_FIX = "pip uninstall -y vllm torchvision torchaudio"
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and every exception it was raised from or while handling, once each."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _broken_torchvision(error: BaseException) -> BaseException | None:
+    """The ``RuntimeError: operator torchvision::... does not exist`` behind ``error``, if any:
+    searched in its chain first (transformers and TRL re-raise import failures ``from`` them),
+    then by importing torchvision alone, which fails the same way when it is the cause."""
+    import importlib.util
+
+    def matches(link: BaseException) -> bool:
+        text = str(link)
+        return (
+            isinstance(link, RuntimeError) and "torchvision::" in text and "does not exist" in text
+        )
+
+    found = next((link for link in _causes(error) if matches(link)), None)
+    if found is not None or importlib.util.find_spec("torchvision") is None:
+        return found
+    try:
+        import torchvision  # noqa: F401
+    except RuntimeError as probe:
+        return probe if matches(probe) else None
+    except Exception:
+        return None
+    return None
+
+
+def check_vision_stack(error: BaseException) -> None:
+    """Raise ``ImportError`` naming the cause and the fix when ``error`` (raised importing or
+    loading one of transformers' model classes) comes from a torchvision build that does not
+    match the installed torch; return otherwise, for the caller to re-raise ``error``.
+
+    Why: installing the ``vllm`` extra on a machine with a CPU torch brings vLLM's torchvision
+    and torchaudio builds, after which ``from transformers import Qwen3ForCausalLM`` fails with
+    ``RuntimeError: operator torchvision::nms does not exist`` (transformers imports torchvision
+    whenever it is installed), or with a ``ModuleNotFoundError`` that hides it; neither names
+    vLLM, the extra or the remedy. vLLM needs a CUDA GPU, so the extra belongs on one."""
+    cause = _broken_torchvision(error)
+    if cause is None:
+        return
+    raise ImportError(
+        "transformers cannot import its model classes: the installed torchvision does not "
+        f"match the installed torch ({type(cause).__name__}: {cause}). This is what installing "
+        "the `vllm` extra brings on a machine without CUDA: vLLM pulls torchvision and "
+        "torchaudio builds made for another torch. vLLM generates on a CUDA GPU only, so the "
+        "`vllm` extra is for a CUDA machine (a Colab GPU runtime, say), not this one. Fix: "
+        f"{VISION_STACK_FIX}"
+    ) from error
+
+
+@contextmanager
+def vision_stack_check() -> Iterator[None]:
+    """Wrap an import or a load of transformers' model classes: an ``ImportError`` or
+    ``RuntimeError`` from it goes through :func:`check_vision_stack`, which replaces it with one
+    naming the cause and the fix when a mismatched torchvision is behind it. Nothing is checked
+    unless it fails."""
+    try:
+        yield
+    except (ImportError, RuntimeError) as error:
+        check_vision_stack(error)
+        raise
+
+
 def count_parameters(config: Any) -> int:
     """The parameter count of a causal LM with ``config`` (a ``PretrainedConfig``, a hub id or a
     local folder), built on the ``meta`` device: exact, and nothing is allocated or downloaded
@@ -153,7 +251,7 @@ def count_parameters(config: Any) -> int:
 
     if isinstance(config, (str, Path)):
         config = AutoConfig.from_pretrained(str(config))
-    with torch.device("meta"):
+    with torch.device("meta"), vision_stack_check():
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())
 
@@ -173,7 +271,7 @@ def lora_parameters(config: Any, rank: int) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
+    with torch.device("meta"), vision_stack_check():
         model = AutoModelForCausalLM.from_config(config)
     head = model.get_output_embeddings()
     return sum(
@@ -411,14 +509,36 @@ def measured_for(config: Any, lora: bool) -> dict[str, KeptBytes] | None:
     return None
 
 
+def vllm_weights_bytes(config: Any) -> int:
+    """vLLM's own copy of the weights of a model with ``config``: 16 bits a parameter
+    (:data:`VLLM_BYTES_PER_PARAMETER`), from the exact parameter count."""
+    return count_parameters(config) * VLLM_BYTES_PER_PARAMETER
+
+
+def vllm_kv_room(config: Any, device: Device, vllm_share: float) -> float:
+    """The bytes of KV cache colocated vLLM has: its share of ``device``'s memory
+    (``vllm_gpu_memory_utilization``, which vLLM reads as a share of the whole GPU) less its
+    copy of the weights (:func:`vllm_weights_bytes`). An upper bound: vLLM also sets aside
+    what its profiling run and CUDA graphs take, which is not computed here."""
+    return vllm_share * device.memory_gib * GIB - vllm_weights_bytes(config)
+
+
 def generated_at_once(
-    config: Any, device: Device, lora: bool, row_tokens: int, rows: int, minimum: int = 1
+    config: Any,
+    device: Device,
+    lora: bool,
+    row_tokens: int,
+    rows: int,
+    minimum: int = 1,
+    vllm_share: float = 0.0,
 ) -> int:
-    """The most of ``rows`` episodes of ``row_tokens`` tokens to generate together (halved down
-    to ``minimum``) whose KV cache fits beside :func:`training_bytes` in 90% of ``device``'s
-    memory: evaluation's ``batch_size``. Training's memory counts too, because a notebook
-    evaluates with the trainer, and its optimiser state, still alive."""
-    usable = 0.9 * device.memory_gib * GIB
+    """The most of ``rows`` episodes of ``row_tokens`` tokens to generate together with
+    transformers' ``generate`` (halved down to ``minimum``) whose KV cache fits beside
+    :func:`training_bytes` in what training may use: :data:`USABLE_SHARE` of ``device``'s memory
+    less ``vllm_share``, what a colocated vLLM holds. Evaluation's ``batch_size``: training's
+    memory counts, because a notebook evaluates with the trainer, its optimiser state and its
+    vLLM engine still alive."""
+    usable = (USABLE_SHARE - vllm_share) * device.memory_gib * GIB
     fixed = training_bytes(config, lora)
     while rows > minimum and fixed + kv_cache_bytes(config, rows * row_tokens) > usable:
         rows //= 2
@@ -433,42 +553,101 @@ def grpo_batch(
     rows: int,
     generated: int,
     num_generations: int,
-    cache: bool = True,
+    vllm_share: float = 0.0,
 ) -> tuple[int, int]:
     """``(rows, generated)`` that fit ``device``: rows per micro-batch
     (``per_device_train_batch_size``) and rollouts generated at once, each of ``row_tokens``
-    tokens, halved from the given ones until :func:`training_bytes` plus the micro-batch's
-    activations (:func:`checkpointed_peak`, for an architecture :func:`measured_for` knows; not
-    checked for others) and plus the generation's KV cache (not checked with ``cache=False``:
-    vLLM holds its own) each take at most 90% of the GPU. Rollouts stay whole groups of
-    ``num_generations``. Raises ``ValueError`` when one row or one group does not fit."""
-    usable = 0.9 * device.memory_gib * GIB
+    tokens, halved from the given ones. Rollouts stay whole groups of ``num_generations``.
+
+    Training may use :data:`USABLE_SHARE` of the GPU less ``vllm_share``: there
+    :func:`training_bytes` plus the micro-batch's activations (:func:`checkpointed_peak`, for an
+    architecture :func:`measured_for` knows; not checked for others) must fit, and so must
+    :func:`training_bytes` plus the generation's KV cache when transformers generates
+    (``vllm_share=0``). With vLLM colocated (``vllm_share``, TRL's
+    ``vllm_gpu_memory_utilization``), generation happens in vLLM's share instead: its room for
+    KV cache (:func:`vllm_kv_room`) must hold one whole rollout (or vLLM refuses to start), and
+    the rollouts generated at once are halved, down to one group, until their KV cache fits it
+    (beyond that vLLM would only queue them). Raises ``ValueError`` when one row, one group or
+    one rollout does not fit."""
+    usable = (USABLE_SHARE - vllm_share) * device.memory_gib * GIB
     fixed = training_bytes(config, lora)
 
     def activations(rows: int) -> float:
         return checkpointed_peak(config, lora, rows * row_tokens) or 0
 
     def kv(generated: int) -> float:
-        return kv_cache_bytes(config, generated * row_tokens) if cache else 0
+        return kv_cache_bytes(config, generated * row_tokens)
 
     while rows > 1 and fixed + activations(rows) > usable:
         rows //= 2
-    if cache:
-        generated = generated_at_once(config, device, lora, row_tokens, generated, num_generations)
-    if fixed + max(activations(rows), kv(generated)) > usable:
+    groups = max(1, generated // num_generations)
+    if vllm_share:
+        room = vllm_kv_room(config, device, vllm_share)
+        if kv(1) > room:
+            raise ValueError(
+                f"vLLM's share of {device.name} ({vllm_share:g} of {device.memory_gib:g} GiB) "
+                f"holds its {vllm_weights_bytes(config) / GIB:.1f} GiB copy of the weights and "
+                f"leaves {max(room, 0) / GIB:.2f} GiB of KV cache, less than one rollout of "
+                f"{row_tokens:,} tokens takes ({kv(1) / GIB:.2f} GiB): vLLM would refuse to "
+                "start. Generate with transformers (vllm=False), or use a smaller model"
+            )
+        while groups > 1 and kv(groups * num_generations) > room:
+            groups //= 2
+        generated, training_kv = groups * num_generations, 0.0
+    else:
+        generated = generated_at_once(
+            config, device, lora, row_tokens, groups * num_generations, num_generations
+        )
+        training_kv = kv(generated)
+    if fixed + max(activations(rows), training_kv) > usable:
+        beside = f" beside vLLM's {vllm_share:g}" if vllm_share else ""
         raise ValueError(
-            f"a GRPO step of this model does not fit {device.name} ({device.memory_gib:g} GiB): "
+            f"a GRPO step of this model does not fit {device.name} ({device.memory_gib:g} GiB, "
+            f"{usable / GIB:.1f} GiB of it for training{beside}): "
             f"{fixed / GIB:.1f} GiB of weights and optimiser state, then "
             f"{activations(rows) / GIB:.1f} GiB of activations for {rows} row(s) of "
-            f"{row_tokens:,} tokens and {kv(generated) / GIB:.1f} GiB of KV cache for "
+            f"{row_tokens:,} tokens and {training_kv / GIB:.1f} GiB of KV cache for "
             f"{generated} rollouts; use a smaller model, shorter completions or 4-bit weights"
         )
     return rows, generated
 
 
+def longest_prompt(
+    tokenizer: Any,
+    game: str,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    num_tasks: int = 32,
+) -> int:
+    """The tokens of the longest opening prompt among ``game``'s first ``num_tasks`` train
+    tasks, as TRL renders it for generation: the task's messages with the reset observation,
+    the env's tool schemas and the generation prompt, through ``tokenizer``'s chat template
+    with ``chat_template_kwargs``. Measured, because a game's prompt varies far more across
+    games than across its tasks (with a Qwen-sized vocabulary: Echo about 250 tokens, Catch and
+    Wordle about 400, Sudoku over 1,000), and a vLLM context sized for less cuts episodes."""
+    from kit.episode import start, tool_schemas
+    from kit.registry import game as game_spec
+    from kit.tasks import TaskProvider
+
+    env_cls = game_spec(game).env
+    tools = tool_schemas(env_cls)
+    longest = 0
+    for task in TaskProvider(game, "train", num_tasks=num_tasks):
+        ids = tokenizer.apply_chat_template(
+            start(env_cls(), task.row()),
+            tools=tools,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+            **(chat_template_kwargs or {}),
+        )
+        longest = max(longest, len(ids))
+    return longest
+
+
 def profile_table(
     models: tuple[str, ...] = tuple(ARCHITECTURES),
     devices: tuple[Device, ...] = (T4, L4, A100_40, A100_80),
+    vllm: bool = False,
 ) -> str:
     """A markdown table: for each GPU and model, what ``kit.train.recipe`` chooses and what its
     GRPO step holds. Weights, gradients and optimiser state are computed from the published
@@ -476,20 +655,27 @@ def profile_table(
     16-bit base weights plus 16 an adapter parameter for LoRA). Activations are measured
     (:func:`measured_activations`) for one micro-batch of the recipe's rows of
     :data:`PROMPT_TOKENS` + :data:`COMPLETION_TOKENS` tokens under the recipe's gradient
-    checkpointing, plus one layer recomputed without it, as the backward pass does. The
-    generation's KV cache (HF ``generate``, the recipe's 32 rollouts a step at once) is computed.
-    It fits if the fixed part plus the larger of the two takes at most 90% of the GPU; vLLM,
-    where installed, adds its share (``kit.train.VLLM_MEMORY_SHARE``) and replaces the cache.
-    ``python -m kit.hardware`` prints it."""
-    from kit.train import LORA, PRETRAINED_GRPO
+    checkpointing, plus one layer recomputed without it, as the backward pass does.
+
+    Generation with transformers (the default): the KV cache of the recipe's 32 rollouts a step
+    at once is computed, and the step fits if the fixed part plus the larger of the two takes
+    at most :data:`USABLE_SHARE` of the GPU. With ``vllm=True``, vLLM colocated with its share
+    (``kit.train.VLLM_MEMORY_SHARE``): training's fixed part plus the activations must fit in
+    :data:`USABLE_SHARE` less that share, and vLLM's share holds its 16-bit copy of the weights
+    and the KV cache of the rollouts it generates at once (:func:`grpo_batch`). ``python -m
+    kit.hardware [--vllm]`` prints it."""
+    from kit.train import LORA, PRETRAINED_GRPO, VLLM_MEMORY_SHARE
 
     rows = PRETRAINED_GRPO["per_device_train_batch_size"]
     generated = rows * PRETRAINED_GRPO["gradient_accumulation_steps"]  # TRL's default
     row = PROMPT_TOKENS + COMPLETION_TOKENS
+    share = VLLM_MEMORY_SHARE if vllm else 0.0
+    last = f"KV cache, {generated} × {row:,} tokens (GiB, computed)"
+    if vllm:
+        last = f"vLLM's {share:g}: its weights / room for KV cache (GiB, computed)"
     lines = [
         "| GPU | model | recipe | precision | weights + optimiser (GiB, computed) "
-        f"| activations, {rows} × {row:,} tokens (GiB, measured) "
-        f"| KV cache, {generated} × {row:,} tokens (GiB, computed) | fits |",
+        f"| activations, {rows} × {row:,} tokens (GiB, measured) | {last} | fits |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for device in devices:
@@ -498,20 +684,33 @@ def profile_table(
             lora = not fits_full(count_parameters(config), device)
             try:
                 fitted = grpo_batch(
-                    config, device, lora, row, rows, generated, PRETRAINED_GRPO["num_generations"]
+                    config,
+                    device,
+                    lora,
+                    row,
+                    rows,
+                    generated,
+                    PRETRAINED_GRPO["num_generations"],
+                    vllm_share=share,
                 )
                 fits = "yes"
                 if fitted != (rows, generated):
                     fits = f"yes: {fitted[0]} rows a micro-batch, {fitted[1]} rollouts generated at once"
             except ValueError:
                 fits = "no: needs 4-bit weights"
+                if vllm and vllm_kv_room(config, device, share) < kv_cache_bytes(config, row):
+                    fits = "no: vLLM's share cannot hold it; generate with transformers"
             activations = checkpointed_peak(config, lora, rows * row)
             mode = f"LoRA r={LORA['r']}" if lora else "full"
+            generation = f"{kv_cache_bytes(config, generated * row) / GIB:.1f}"
+            if vllm:
+                room = max(vllm_kv_room(config, device, share), 0)
+                generation = f"{vllm_weights_bytes(config) / GIB:.1f} / {room / GIB:.1f}"
             lines.append(
                 f"| {device.name} ({device.memory_gib:g} GiB) | {name} | {mode} "
                 f"| {'bf16' if device.bf16 else 'fp16'} "
                 f"| {training_bytes(config, lora) / GIB:.1f} | {activations / GIB:.1f} "
-                f"| {kv_cache_bytes(config, generated * row) / GIB:.1f} | {fits} |"
+                f"| {generation} | {fits} |"
             )
     return "\n".join(lines)
 
@@ -521,6 +720,6 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["--measure"]:
         measure_all()
-    elif sys.argv[1:]:
-        raise SystemExit("usage: python -m kit.hardware [--measure]")
-    print(profile_table())
+    elif sys.argv[1:] not in ([], ["--vllm"]):
+        raise SystemExit("usage: python -m kit.hardware [--measure | --vllm]")
+    print(profile_table(vllm=sys.argv[1:] == ["--vllm"]))

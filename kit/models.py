@@ -17,9 +17,11 @@ checkpoint ``load`` accepts, all at once or not at all, and never over anything 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +79,7 @@ def _prompts() -> list[str]:
     Without them the tokenizer never saw the template's and the schemas' words and spelt them
     out a few bytes at a time: a Catch prompt was 716 tokens, most of them boilerplate that every
     generation turn prefills again and every GRPO step backpropagates through. With them it is
-    379, at a vocabulary of 1,024 (at 768 these words took the merges that keep Catch's board
+    382, at a vocabulary of 1,024 (at 768 these words took the merges that keep Catch's board
     rows whole).
     """
     from transformers.utils.chat_template_utils import render_jinja_template
@@ -108,7 +110,7 @@ def _training_corpus() -> list[str]:
     from kit.solvers import play
 
     lines = [
-        '<tool_call>\n{"name": "guess", "arguments": {"word": "crane"}}\n</tool_call>',
+        '<tool_call>\n{"name": "guess", "arguments": {"guess": "crane"}}\n</tool_call>',
         '<tool_call>\n{"name": "place", "arguments": {"row": 1, "col": 2, "number": 3}}\n</tool_call>',
         '<tool_call>\n{"name": "move", "arguments": {"direction": "LEFT"}}\n</tool_call>',
         '<tool_call>\n{"name": "echo", "arguments": {"message": "hello"}}\n</tool_call>',
@@ -217,7 +219,11 @@ def tiny_model(
     and ``tokenizer.save_pretrained(dir)``) and reload it with :func:`load`, like any checkpoint.
     """
     import torch
-    from transformers import Qwen3ForCausalLM
+
+    from kit.hardware import vision_stack_check
+
+    with vision_stack_check():  # a torchvision that does not match torch: say so (the vllm extra)
+        from transformers import Qwen3ForCausalLM
 
     tokenizer = tiny_tokenizer(chat_template, TINY_VOCAB_SIZE)
     config = tiny_config(hidden_size, num_layers, tie_word_embeddings)
@@ -265,7 +271,13 @@ def missing_files(folder: str | Path) -> list[str]:
     return missing
 
 
-def save(model: Any, tokenizer: Any, path: str | Path, replace: bool = False) -> Path:
+def save(
+    model: Any,
+    tokenizer: Any,
+    path: str | Path,
+    replace: bool = False,
+    record: Mapping[str, Any] | None = None,
+) -> Path:
     """Write ``model`` and ``tokenizer`` as one checkpoint folder at ``path``, all or nothing.
 
     Why: ``save_pretrained`` writes file by file, so a run killed (or failing) between the model
@@ -280,7 +292,14 @@ def save(model: Any, tokenizer: Any, path: str | Path, replace: bool = False) ->
     is renamed aside, the new one renamed in, and only then is the old one deleted (if renaming
     the new one in fails, the old one is put back). Anything else at ``path``, a file or a
     folder that is not a whole checkpoint, is refused with ``ValueError`` either way.
+
+    ``record`` (the model, game, phase and recipe that made it: ``kit.train.checkpoint_record``)
+    is written beside the weights as ``kit.json`` (``kit.guards.CHECKPOINT_RECORD``), in the same
+    all-or-nothing step, so that ``kit.train.checkpoint`` can refuse it to a run of another model
+    or game.
     """
+    from kit.guards import CHECKPOINT_RECORD
+
     path = Path(path)
     _refuse_occupied(path, replace)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -289,6 +308,9 @@ def save(model: Any, tokenizer: Any, path: str | Path, replace: bool = False) ->
     try:
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        if record is not None:
+            text = json.dumps(dict(record), indent=1, sort_keys=True, default=str)
+            (partial / CHECKPOINT_RECORD).write_text(text + "\n")
         missing = missing_files(partial)
         if missing:
             raise ValueError(f"saving wrote an incomplete checkpoint, no {', '.join(missing)}")
@@ -389,9 +411,12 @@ def load(
 
         device = detect()
         device_map = device.place() if device.gpu else None
-    model = AutoModelForCausalLM.from_pretrained(
-        name_or_path, dtype=dtype, device_map=device_map, **kwargs
-    )
+    from kit.hardware import vision_stack_check
+
+    with vision_stack_check():  # a torchvision that does not match torch: say so (the vllm extra)
+        model = AutoModelForCausalLM.from_pretrained(
+            name_or_path, dtype=dtype, device_map=device_map, **kwargs
+        )
     return model, tokenizer
 
 

@@ -10,6 +10,10 @@ creating it does not help: both runs check before either creates. So the creatio
 lock: ``mkdir`` without ``exist_ok`` succeeds for exactly one caller, and a loser takes the next
 name (``-2``, ``-3``, ...). A folder named by the user (``--out``) must be new or empty, so that
 nothing of an earlier run is mixed into, or lost under, the new one.
+
+And a run's figures go to one trackio run of one project (``tracking``, ``start_trackio``,
+``log_evaluation``), training curves and evaluation tables alike, rather than to the project
+``"huggingface"`` that transformers defaults to, in as many runs as the run has trainers.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import itertools
 import math
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +108,115 @@ def finite(value: Any) -> Any:
     if isinstance(value, list):
         return [finite(v) for v in value]
     return value
+
+
+# -- trackio: one project, one named run, the trainers' callback and the evaluations in it -------
+TRACKIO_PROJECT = "kit"
+
+
+def tracking(
+    report_to: str, run: str, project: str = TRACKIO_PROJECT, space_id: str | None = None
+) -> dict[str, Any]:
+    """The ``TrainingArguments`` fields that send a run's trainers to ``report_to`` under the
+    name ``run``: for ``"trackio"``, ``{"report_to": "trackio", "project": project, "run_name":
+    run}``, plus ``trackio_space_id`` and ``trackio_static_space_id=False`` with ``space_id``;
+    for ``"none"``, ``{"report_to": "none"}``; for another integration, it and ``run_name``.
+    Splat them into every trainer of the run (``warm_up(..., **tracking)``, ``grpo``,
+    ``sft_trainer``, ``grpo_config``), and give them to :func:`start_trackio` and
+    :func:`log_evaluation`.
+
+    Why these fields: transformers' ``TrackioCallback`` calls ``trackio.init(project=args.project,
+    name=args.run_name, space_id=args.trackio_space_id, resume="allow", ...)`` when a trainer
+    starts and ``trackio.finish()`` when it ends. Left at their defaults, every trainer logs to
+    the project ``"huggingface"``, in a run named after nothing the user chose, and in a notebook
+    the first ``init`` of a project embeds a dashboard (on Colab, behind a public link). With
+    them, each trainer resumes the run :func:`start_trackio` opened, by its name, in the same
+    project and Space. ``space_id`` (``"user/name"`` or ``"name"``: trackio's, created if need be,
+    public unless your account's default is private, and needing a Hugging Face login) syncs the
+    run to that Space as it logs; ``trackio_static_space_id=False`` stops the callback from
+    freezing a new static copy of it after every training (a Space per trainer, each with a
+    random name).
+    """
+    if not run:
+        raise ValueError("name the run: trackio files a run's figures under its name")
+    if report_to == "none":
+        return {"report_to": "none"}
+    if report_to != "trackio":
+        return {"report_to": report_to, "run_name": run}
+    args: dict[str, Any] = {"report_to": "trackio", "project": project, "run_name": run}
+    if space_id is not None:
+        from transformers import TrainingArguments
+
+        fields = TrainingArguments.__dataclass_fields__
+        if "trackio_space_id" not in fields:
+            raise ValueError(
+                "this transformers has no trackio_space_id: upgrade it to sync to a Space"
+            )
+        args["trackio_space_id"] = space_id
+        if "trackio_static_space_id" in fields:
+            args["trackio_static_space_id"] = False
+    return args
+
+
+def start_trackio(tracking: Mapping[str, Any]) -> None:
+    """Open the run :func:`tracking` names, before any trainer does; a no-op unless it reports
+    to trackio. Call it once per run, on the main process only.
+
+    Why: the trainers' callback opens its run with ``resume="allow"``, by name, so it joins
+    whatever run of that name is newest, and, were it the first to open the project in a
+    notebook, would embed a dashboard. Opening the run here first, with ``embed=False`` and one
+    empty entry written (trackio lists a run only once it has logged something), makes it a new
+    run each time (a notebook run again starts a second run of the same name, not a
+    continuation of the first), the one every trainer and :func:`log_evaluation` then resumes.
+    """
+    if tracking.get("report_to") != "trackio":
+        return
+    import trackio
+
+    trackio.init(
+        project=tracking["project"],
+        name=tracking["run_name"],
+        space_id=tracking.get("trackio_space_id"),
+        embed=False,
+    )
+    trackio.log({})
+
+
+def log_evaluation(
+    evaluations: Sequence[Any], tracking: Mapping[str, Any], key: str = "evaluation"
+) -> None:
+    """Log ``evaluations`` (``kit.evaluate.Evaluation``) to the run :func:`tracking` names, as one
+    ``trackio.Table`` under ``key``: a row per (player, game), every figure with its ``_low``
+    and ``_high`` bounds (``Evaluation.records``; an undefined one, such as the valid-call rate
+    of a player that made no call, empty). A no-op unless the run reports to trackio.
+
+    Why it opens the run again: each trainer's callback finishes the run when its training
+    ends, so an evaluation that follows a training would have no run to log to. Resumed by
+    name, as the callback does it, the table lands in the same run as the training's figures,
+    and the run keeps the trainers' arguments as its config (trackio would otherwise replace
+    them with the resumed run's empty one).
+    """
+    if tracking.get("report_to") != "trackio":
+        return
+    import trackio
+
+    rows = [finite(record) for evaluation in evaluations for record in evaluation.records()]
+    if not rows:
+        raise ValueError("give at least one Evaluation")
+    columns = list(rows[0])
+    run = trackio.init(
+        project=tracking["project"],
+        name=tracking["run_name"],
+        space_id=tracking.get("trackio_space_id"),
+        resume="allow",
+        embed=False,
+    )
+    # A resumed run writes its config afresh with its first entry: keep the trainers' arguments
+    # that the callback stored (read from the local store; a run kept only on a Space has none).
+    try:
+        stored = next((r.config for r in trackio.Api().runs(run.project) if r.id == run.id), None)
+    except ValueError:  # no local store for the project
+        stored = None
+    run.config.update({k: v for k, v in (stored or {}).items() if not k.startswith("_")})
+    table = trackio.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
+    trackio.log({key: table})

@@ -42,13 +42,19 @@ def _device_defaults(device: Device | None = None) -> dict[str, Any]:
         "logging_steps": 1,
         "seed": 0,
         "dataloader_num_workers": 0,
+        # transformers logs a NaN or infinite loss as the mean of the earlier ones (its default
+        # True): kit.guards must see it to stop the run
+        "logging_nan_inf_filter": False,
     }
 
 
 def grpo_config(output_dir: str, **overrides: Any) -> Any:
     """A ``trl.GRPOConfig`` with device-appropriate defaults; ``overrides`` win."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from trl import GRPOConfig
+    from kit.hardware import vision_stack_check
+
+    with vision_stack_check():  # a vLLM install's torchvision breaks TRL's imports
+        from trl import GRPOConfig
 
     defaults = {
         **_device_defaults(),
@@ -65,7 +71,10 @@ def sft_config(output_dir: str, **overrides: Any) -> Any:
     """A ``trl.SFTConfig`` that trains only the assistant turns of tool-call conversations, at
     TRL's own learning rate unless ``overrides`` set one (:func:`recipe` has each model's: the
     tiny random model's 5e-4 would wreck a pretrained one)."""
-    from trl import SFTConfig
+    from kit.hardware import vision_stack_check
+
+    with vision_stack_check():  # a vLLM install's torchvision breaks TRL's imports
+        from trl import SFTConfig
 
     defaults = {
         **_device_defaults(),
@@ -130,8 +139,32 @@ PRETRAINED_GRPO = {
 # from the last one (:func:`train`) and loses at most 25 steps.
 CHECKPOINTING = {"save_strategy": "steps", "save_steps": 25, "save_total_limit": 2}
 # vLLM colocated with training takes this share of the GPU's memory (TRL's default is 0.9, meant
-# for a server on a GPU of its own); an estimate, not measured here.
+# for a server on a GPU of its own); an estimate, not measured here. Training gets the planner's
+# 0.9 less this (kit.hardware.grpo_batch), and vLLM's context is the game's prompt and token
+# budget, not the model's 40,960 positions (Qwen3), whose KV cache alone would not fit this share
+# of a T4 and which vLLM must hold for one sequence before it starts.
 VLLM_MEMORY_SHARE = 0.3
+# Sampling, the same in GRPO and in evaluation (a win rate measured with other sampling than the
+# policy trained with measures another policy): TRL 1.16's GRPOConfig defaults, written out.
+# Written out because an evaluation that leaves them unset inherits the model's own
+# generation_config (Qwen3's: top_k 20, top_p 0.95), which GRPO's GenerationConfig overrides.
+# Temperature is each recipe's (GRPO's 0.5 for the tiny model, PRETRAINED_GRPO's 1.0).
+SAMPLING = {"top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
+# Steps for a pretrained model, estimated, not measured (no GPU run here): GRPO 150, as TRL's
+# Wordle example trains Qwen3-1.7B; SFT 200, about one pass over a game's shipped solver games
+# (200, Wordle's 300): a pretrained instruct model learns the tool-call format in tens of steps
+# (SmolLM2-135M in about 20 on a CPU), where the tiny random model needs SFT_STEPS to learn
+# language at all.
+PRETRAINED_STEPS = {"sft": 200, "grpo": 150}
+STEPS_BASIS = {
+    "tiny": "measured: README, 'Does it learn?' (Catch, seed 0: held-out win rate 0.60 after "
+    "SFT, 0.81 after GRPO)",
+    "pretrained": "estimated: GRPO as TRL's Wordle example trains Qwen3-1.7B (150 steps), SFT "
+    "about one pass over the shipped solver games; not measured on a GPU",
+}
+# The template put on a ChatML tokenizer whose own template TRL does not recognise (SmolLM2's):
+# TRL's own, with the same <|im_start|>/<|im_end|> tokens, and no thinking to switch off.
+CHATML_TEMPLATE = "qwen3_instruct_2507"
 
 
 @dataclass(frozen=True)
@@ -140,8 +173,8 @@ class Recipe:
     :func:`recipe`; print it to see every choice. With ``r = recipe(MODEL, GAME)``::
 
         model, tokenizer = r.load_model(seed)
-        warm_up(model, tokenizer, GAME, steps, seed, folder, peft_config=r.peft_config, **r.sft)
-        grpo(model, tokenizer, GAME, steps, seed, folder, peft_config=r.peft_config, **r.grpo)
+        warm_up(model, tokenizer, GAME, r.sft_steps, seed, folder, peft_config=r.peft_config, **r.sft)
+        grpo(model, tokenizer, GAME, r.grpo_steps, seed, folder, peft_config=r.peft_config, **r.grpo)
         evaluate(model, GAME, tokenizer, num_generations=8, greedy=False, **r.evaluation)
     """
 
@@ -154,6 +187,13 @@ class Recipe:
     sft: dict[str, Any]  # SFTConfig fields: warm_up(..., **sft)
     grpo: dict[str, Any]  # GRPOConfig fields: grpo(..., **grpo)
     evaluation: dict[str, Any]  # kit.evaluate.evaluate(..., **evaluation), sampled as in GRPO
+    sft_steps: int  # the warm-up's steps for this kind of model
+    grpo_steps: int
+    steps_basis: str  # "measured: <where>" or "estimated: <why>"
+    # the prompt length rollouts are sized for (kit.hardware.longest_prompt); None: nothing is
+    # sized (the tiny model)
+    prompt_tokens: int | None
+    generation: str  # what generates GRPO's rollouts, and why
 
     @property
     def lora(self) -> bool:
@@ -173,6 +213,8 @@ class Recipe:
         lines = [f"{self.model} ({self.parameters:,} parameters) on {self.device.name}: {mode}"]
         lines += [f"  {phase}: {getattr(self, phase)}" for phase in ("load", "sft", "grpo")]
         lines.append(f"  evaluation: {self.evaluation}")
+        lines.append(f"  steps: SFT {self.sft_steps}, GRPO {self.grpo_steps} ({self.steps_basis})")
+        lines.append(f"  generation: {self.generation}")
         return "\n".join(lines)
 
 
@@ -183,35 +225,44 @@ def recipe(
     lora: bool | None = None,
     thinking: bool = False,
     max_completion_length: int | None = None,
+    vllm: bool | None = None,
 ) -> Recipe:
     """The recipe for ``model`` on ``game`` on ``device`` (default: this machine's,
     ``kit.hardware.detect``). ``max_completion_length`` replaces the game's token budget (the
-    notebooks' smoke runs use a small one).
+    notebooks' smoke runs use a small one). ``vllm``: colocate vLLM for GRPO's generation
+    (``True``: on a GPU, or ``ValueError``), generate with transformers (``False``), or, by
+    default, vLLM where it is installed (``kit.hardware.vllm_installed``) on a GPU and fits.
 
-    ``"tiny"``: :data:`SFT` and :data:`GRPO`, as measured (README, "Does it learn?"). Any other
-    model (a hub id or a local folder; only its config and tokenizer are read here):
+    ``"tiny"``: :data:`SFT` and :data:`GRPO`, as measured (README, "Does it learn?"), with
+    :data:`SFT_STEPS` and :data:`GRPO_STEPS`. Any other model (a hub id or a local folder; only
+    its config and tokenizer are read here):
 
     * precision: on a GPU with native bf16 (Ampere and later) ``bf16=True``; on an older one
       (a T4) ``fp16=True``; full fine-tuning loads fp32 weights (TRL's own choice: bf16 master
       weights round small updates away), LoRA loads them in 16 bits and trains fp32 adapters;
+      in fp16, GRPO computes the LM head in fp32 (``cast_lm_head_to_fp32``) where TRL 1.16
+      can (:func:`fp32_lm_head`);
     * LoRA (:data:`LORA`) when full fine-tuning would not fit (``kit.hardware.fits_full``), or
       as ``lora`` says; learning rates :data:`PRETRAINED_LEARNING_RATES` or
       :data:`LORA_LEARNING_RATES`; gradient checkpointing on a GPU;
+    * steps :data:`PRETRAINED_STEPS`, estimated (``steps_basis`` says so);
     * the model on this process's GPU, evaluation batched there;
-    * a template that reads ``enable_thinking`` (Qwen3's) gets it set to ``thinking``, in
-      training and in evaluation: left on, an untrained model spends the token budget inside
-      ``<think>``;
-    * the game's token budget (``kit.evaluate.BUDGETS``) and turn limit in GRPO and evaluation;
+    * the chat template: the tokenizer's own where TRL recognises it, TRL's
+      :data:`CHATML_TEMPLATE` on a ChatML tokenizer whose template it does not (SmolLM2's),
+      ``ValueError`` otherwise (:func:`chat_template_for`); a template that reads
+      ``enable_thinking`` (Qwen3's) gets it set to ``thinking``, in training and in evaluation:
+      left on, an untrained model spends the token budget inside ``<think>``;
+    * the game's token budget (``kit.evaluate.BUDGETS``) and turn limit in GRPO and evaluation,
+      and the same sampling in both (:data:`SAMPLING`, at the recipe's temperature);
     * on a GPU, rows a micro-batch and rollouts generated at once, halved from
       :data:`PRETRAINED_GRPO`'s until the step fits (``kit.hardware.grpo_batch``: measured
-      activations, computed KV cache); ``ValueError`` if one group does not; evaluation
-      generates up to 64 episodes together, fewer where their KV cache would not fit;
+      activations, computed KV cache, rows of the game's longest prompt,
+      ``kit.hardware.longest_prompt``, and its budget); ``ValueError`` if one group does not;
+      evaluation generates up to 64 episodes together, fewer where their KV cache would not fit;
     * on a GPU, checkpoints every 25 steps, which a rerun continues from (:data:`CHECKPOINTING`);
-    * vLLM colocated with training (:data:`VLLM_MEMORY_SHARE`) when it is installed on a GPU
-      machine.
+    * vLLM colocated with training (:data:`VLLM_MEMORY_SHARE` of the GPU, a context of the
+      prompt and the budget) where it fits beside training.
     """
-    import importlib.util
-
     from kit.evaluate import BUDGETS
     from kit.hardware import (
         PROMPT_TOKENS,
@@ -220,12 +271,19 @@ def recipe(
         fits_full,
         generated_at_once,
         grpo_batch,
+        longest_prompt,
+        vllm_installed,
     )
     from kit.registry import game as game_spec
     from kit.tasks import TURN_LIMITS
 
     game_spec(game)  # ValueError for an unknown game
     device = device or detect()
+    if vllm and not device.gpu:
+        raise ValueError(
+            f"vLLM generates on a CUDA GPU only, and this recipe is for {device.name}: "
+            "vllm=False (or leave it unset) generates with transformers"
+        )
     limits = {
         "max_completion_length": max_completion_length or BUDGETS[game],
         "max_tool_calling_iterations": TURN_LIMITS[game],
@@ -233,6 +291,12 @@ def recipe(
     if model == "tiny":
         from kit.models import tiny_config
 
+        if vllm:
+            raise ValueError(
+                "vLLM loads a model from its hub id or folder, and the tiny model is built in "
+                "memory: save it (kit.models.save) and give the recipe that folder"
+            )
+        sampling = {**SAMPLING, "temperature": GRPO["temperature"]}
         return Recipe(
             model,
             game,
@@ -241,9 +305,15 @@ def recipe(
             lora_config() if lora else None,  # full tuning unless asked: 0.56M parameters fit
             {},
             dict(SFT),
-            {**limits, **GRPO},
+            # untied output layer (tiny_config): TRL can run it in fp32 with or without LoRA
+            {**limits, **GRPO, **sampling, **fp32_lm_head(device, bool(lora), tied=False)},
             # one batch: a tiny model's step costs the same for 8 rows or 80
-            {**limits, "temperature": GRPO["temperature"], "batch_size": 256},
+            {**limits, **sampling, "batch_size": 256},
+            sft_steps=SFT_STEPS,
+            grpo_steps=GRPO_STEPS,
+            steps_basis=STEPS_BASIS["tiny"],
+            prompt_tokens=None,
+            generation="transformers generate (the tiny model has no folder for vLLM to load)",
         )
     from transformers import AutoConfig, AutoTokenizer
 
@@ -255,49 +325,86 @@ def recipe(
         weights = "bfloat16"
     elif lora and device.fp16:
         weights = "float16"
-    template = AutoTokenizer.from_pretrained(str(model)).chat_template or ""
-    thinking_kwargs = {"enable_thinking": thinking} if "enable_thinking" in template else None
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    template = chat_template_for(tokenizer, str(model))
+    if template is not None:
+        from kit.models import trl_chat_template
+
+        tokenizer.chat_template = trl_chat_template(template)
+    text = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
+    thinking_kwargs = {"enable_thinking": thinking} if "enable_thinking" in text else None
+    # the longest prompt of the game's tasks with this tokenizer and template, with a tenth
+    # more for tasks not among those measured; never under the profile table's assumption
+    prompt = max(PROMPT_TOKENS, math.ceil(1.1 * longest_prompt(tokenizer, game, thinking_kwargs)))
     rates = LORA_LEARNING_RATES if lora else PRETRAINED_LEARNING_RATES
     on_gpu = {**CHECKPOINTING, "gradient_checkpointing": True} if device.gpu else {}
     peft_config = lora_config() if lora else None
-    vllm = {}
-    if device.gpu and importlib.util.find_spec("vllm") is not None:
-        vllm = {
-            "use_vllm": True,
-            "vllm_mode": "colocate",
-            "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE,
-        }
+    sampling = {**SAMPLING, "temperature": PRETRAINED_GRPO["temperature"]}
     batch = dict(PRETRAINED_GRPO)
     evaluation_rows = 64
-    if device.gpu:
+    use_vllm = False
+    generation = "transformers generate"
+    if not device.gpu:
+        generation += " (vLLM needs a CUDA GPU)"
+    else:
         # as many rows a micro-batch, rollouts generated at once and evaluation episodes played
         # together as the GPU holds (measured activations, computed KV cache), the rollouts of
-        # an optimiser step unchanged
-        row_tokens = PROMPT_TOKENS + limits["max_completion_length"]
+        # an optimiser step unchanged; with vLLM where it fits beside training
+        row_tokens = prompt + limits["max_completion_length"]
         rollouts = batch["per_device_train_batch_size"] * batch["gradient_accumulation_steps"]
-        rows, generated = grpo_batch(
-            config,
-            device,
-            lora,
-            row_tokens,
-            batch["per_device_train_batch_size"],
-            rollouts,
-            batch["num_generations"],
-            cache=not vllm,
-        )
+        sizes = (row_tokens, batch["per_device_train_batch_size"], rollouts)
+
+        def fit(share: float) -> tuple[int, int]:
+            return grpo_batch(config, device, lora, *sizes, batch["num_generations"], share)
+
+        fitted = None
+        if vllm or (vllm is None and vllm_installed()):
+            try:
+                fitted, use_vllm = fit(VLLM_MEMORY_SHARE), True
+            except ValueError as error:
+                if vllm:
+                    raise
+                generation += f" (vLLM is installed but does not fit: {error})"
+        elif vllm is None:
+            generation += " (vLLM is not installed)"
+        rows, generated = fitted or fit(0.0)
         batch.update(
             per_device_train_batch_size=rows,
             gradient_accumulation_steps=rollouts // rows,
             steps_per_generation=generated // rows,
         )
-        evaluation_rows = generated_at_once(config, device, lora, row_tokens, evaluation_rows)
+        share = VLLM_MEMORY_SHARE if use_vllm else 0.0
+        evaluation_rows = generated_at_once(
+            config, device, lora, row_tokens, evaluation_rows, vllm_share=share
+        )
+    vllm_fields = {}
+    if use_vllm:
+        vllm_fields = {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE,
+            # the prompt and the budget: TRL's episode never grows past it (its tool results
+            # count in max_completion_length), and vLLM then holds one sequence of this, not
+            # of the model's whole context
+            "vllm_max_model_length": prompt + limits["max_completion_length"],
+        }
+        generation = (
+            f"vLLM colocated: {VLLM_MEMORY_SHARE:g} of the GPU, a context of "
+            f"{vllm_fields['vllm_max_model_length']:,} tokens ({prompt:,} of prompt, "
+            f"{limits['max_completion_length']:,} of budget)"
+        )
+    tied = bool(getattr(config.get_text_config(), "tie_word_embeddings", False))
     return Recipe(
         str(model),
         game,
         device,
         parameters,
         peft_config,
-        {"dtype": weights, "device_map": device.place() if device.gpu else "cpu"},
+        {
+            "dtype": weights,
+            "device_map": device.place() if device.gpu else "cpu",
+            **({"chat_template": template} if template else {}),
+        },
         {
             **on_gpu,
             "learning_rate": rates["sft"],
@@ -308,16 +415,72 @@ def recipe(
             **on_gpu,
             **limits,
             **batch,
-            **vllm,
+            **sampling,
+            **vllm_fields,
+            **fp32_lm_head(device, lora, tied),
             "learning_rate": rates["grpo"],
             "chat_template_kwargs": thinking_kwargs,
         },
         {
             **limits,
-            "temperature": PRETRAINED_GRPO["temperature"],
+            **sampling,
             "chat_template_kwargs": thinking_kwargs,
             "batch_size": evaluation_rows,
         },
+        sft_steps=PRETRAINED_STEPS["sft"],
+        grpo_steps=PRETRAINED_STEPS["grpo"],
+        steps_basis=STEPS_BASIS["pretrained"],
+        prompt_tokens=prompt,
+        generation=generation,
+    )
+
+
+def fp32_lm_head(device: Device, lora: bool, tied: bool) -> dict[str, Any]:
+    """``{"cast_lm_head_to_fp32": True}`` for GRPO in fp16 (a T4) where TRL 1.16 supports it,
+    else ``{}``.
+
+    Why: Qwen3 was trained in bf16, whose range fp16 lacks, and fp16 overflow to inf and NaN is
+    a known report with it; the LM head's logits, over 151,936 tokens, are where GRPO's loss and
+    its sampling probabilities come from, and TRL's option computes them in fp32, outside
+    autocast. Not in bf16 or fp32, whose range is fp32's. Not for LoRA on a model whose output
+    layer shares the embedding's weights (``tie_word_embeddings``: Qwen3 up to 4B, SmolLM2):
+    TRL 1.16's cast then looks for ``model.model.embed_tokens`` on the PEFT wrapper and fails
+    with ``AttributeError`` when the trainer is built (``tests/test_recipe.py`` shows it)."""
+    if not device.fp16 or (lora and tied):
+        return {}
+    return {"cast_lm_head_to_fp32": True}
+
+
+def chat_template_for(tokenizer: Any, name: str = "the model") -> str | None:
+    """The TRL template (a ``kit.models.CHAT_TEMPLATES`` name) to load ``tokenizer``'s model
+    with, or None to keep its own. ``ValueError`` when neither works.
+
+    Why: tool training needs TRL to parse the model's tool calls, and TRL 1.16 knows how for a
+    fixed set of templates, recognised by their exact text (``trl.chat_template_utils.
+    add_response_schema``, which ``GRPOTrainer`` calls and which refuses any other), unless the
+    tokenizer ships a parser of its own (``response_template``). A ChatML tokenizer (single
+    ``<|im_start|>`` and ``<|im_end|>`` tokens) with another template, SmolLM2's for one, takes
+    TRL's :data:`CHATML_TEMPLATE`, which speaks the same tokens; any other would fail only once
+    the trainer is built, so it is refused here, by name."""
+    import copy
+
+    from trl.chat_template_utils import add_response_schema
+
+    if any(getattr(tokenizer, key, None) for key in ("response_template", "response_schema")):
+        return None
+    try:
+        add_response_schema(copy.copy(tokenizer))  # sets the parser on the copy alone
+        return None
+    except ValueError:
+        pass
+    vocabulary = tokenizer.get_vocab()
+    if all(token in vocabulary for token in ("<|im_start|>", "<|im_end|>")):
+        return CHATML_TEMPLATE
+    raise ValueError(
+        f"TRL 1.16 does not recognise {name}'s chat template, so it cannot parse its tool calls "
+        "(trl.chat_template_utils.add_response_schema), and the tokenizer has no <|im_start|> "
+        f"and <|im_end|> tokens for TRL's {CHATML_TEMPLATE} template to use: give the tokenizer "
+        "one of TRL's templates (trl/chat_templates/*.jinja) or a response_template of its own"
     )
 
 
@@ -365,6 +528,11 @@ def sft_trainer(
         processing_class=tokenizer,
         peft_config=peft_config,
     )
+    # what the trainer cannot know, for the record kit.guards keeps of its checkpoints
+    trainer.kit_about = {
+        "phase": "sft",
+        "game": "a dataset of your own" if isinstance(games, Dataset) else sorted(games),
+    }
     quiet(trainer, "sft", steps)
     return trainer
 
@@ -393,13 +561,24 @@ def warm_up(
     ]
 
 
-def train(trainer: Any) -> None:
+def train(trainer: Any, about: Mapping[str, Any] | None = None) -> None:
     """``trainer.train()``, continuing from the last checkpoint in its ``output_dir`` when it
     saves checkpoints and has one (a rerun after a lost Colab runtime), and folding LoRA
     adapters into the model at the end: the model the trainer was given is then the trained
-    one, with no adapter layers left (``kit.models.save`` writes it whole)."""
+    one, with no adapter layers left (``kit.models.save`` writes it whole).
+
+    Guarded (``kit.guards``): the run stops with ``NonFiniteError`` at the first non-finite
+    loss, gradient norm or reward, and it refuses to continue from checkpoints that another
+    model, game or recipe left in the folder. ``about`` says what the trainer cannot know (the
+    game and phase; :func:`sft_trainer` and :func:`grpo` set it on their trainers as
+    ``trainer.kit_about``): a trainer of your own passes e.g. ``{"game": "catch", "phase":
+    "grpo"}``."""
     from transformers.trainer_utils import get_last_checkpoint
 
+    from kit.guards import check_run_folder, non_finite_guard
+
+    check_run_folder(trainer, about)
+    trainer.add_callback(non_finite_guard())
     folder = Path(trainer.args.output_dir)
     last = None
     if trainer.args.save_strategy != "no" and folder.is_dir():
@@ -469,17 +648,40 @@ def grpo(
     quiet(trainer, "grpo", steps)
     capture = Capture(trainer)
     try:
-        train(trainer)
+        train(trainer, {"phase": "grpo", "game": game, "where": dict(where or {})})
     finally:
         capture.close()
     return trainer, capture
 
 
+def checkpoint_record(recipe: Recipe, phase: str, steps: int, seed: int) -> dict[str, Any]:
+    """What a saved checkpoint records of the run that made it (``kit.models.save(...,
+    record=)``): the model and game of ``recipe``, the ``phase`` (``"sft"`` or ``"grpo"``),
+    LoRA or not, the token budget, and the steps and seed. :func:`checkpoint` refuses a
+    checkpoint whose model, game, phase, LoRA or budget differ (``kit.guards.CHECKPOINT_FIELDS``)."""
+    return {
+        "model": recipe.model,
+        "game": recipe.game,
+        "phase": phase,
+        "lora": recipe.lora,
+        "max_completion_length": recipe.grpo["max_completion_length"],
+        "steps": steps,
+        "seed": seed,
+    }
+
+
 def checkpoint(
-    path: str | Path, make: Callable[[], tuple[Any, Any]], **load_kwargs: Any
+    path: str | Path,
+    make: Callable[[], tuple[Any, Any]],
+    record: Mapping[str, Any] | None = None,
+    **load_kwargs: Any,
 ) -> tuple[Any, Any]:
     """``(model, tokenizer)`` from the checkpoint at ``path``; if there is none yet, ``make()``
-    them, save them there (``kit.models.save``) and return them. Says which in one line.
+    them, save them there (``kit.models.save``, with ``record``) and return them. Says which in
+    one line. With ``record`` (:func:`checkpoint_record`), a checkpoint already there must have
+    been saved with the same model, game, phase, LoRA and budget, or ``ValueError`` names both
+    (``kit.guards.check_checkpoint``): a notebook never trains on, or evaluates, another run's
+    model by mistake.
 
     Why: the notebooks hand checkpoints on (notebook 1 saves the SFT model, 2 reads it and saves
     the GRPO model, 4 reads both), yet each must also run alone, under papermill or on a fresh
@@ -488,10 +690,13 @@ def checkpoint(
     complete checkpoint nor empty is refused before ``make`` trains anything. ``load_kwargs`` go
     to ``kit.models.load``.
     """
+    from kit.guards import check_checkpoint
     from kit.models import load, missing_files, save
 
     path = Path(path)
     if not missing_files(path):
+        if record is not None:
+            check_checkpoint(path, record)
         print(f"loaded the checkpoint {path}", flush=True)
         return load(path, **load_kwargs)
     if path.exists() and not (path.is_dir() and not any(path.iterdir())):
@@ -501,7 +706,7 @@ def checkpoint(
         )
     print(f"no checkpoint at {path} yet: making it", flush=True)
     model, tokenizer = make()
-    save(model, tokenizer, path)
+    save(model, tokenizer, path, record=record)
     print(f"saved the checkpoint {path}", flush=True)
     return model, tokenizer
 
@@ -633,8 +838,13 @@ class Args:
     model: str = field(default="tiny", metadata={"help": '"tiny" (offline), a hub id or a folder'})
     game: str = field(default="catch", metadata={"help": "catch, wordle, sudoku or echo"})
     seed: int = field(default=0, metadata={"help": "seeds the model, the tasks and the sampling"})
-    sft_steps: int = field(default=SFT_STEPS, metadata={"help": "SFT warm-up steps (0: none)"})
-    grpo_steps: int = field(default=GRPO_STEPS, metadata={"help": "GRPO steps (0: none)"})
+    sft_steps: int | None = field(
+        default=None,
+        metadata={"help": "SFT warm-up steps (0: none; default: the recipe's for this model)"},
+    )
+    grpo_steps: int | None = field(
+        default=None, metadata={"help": "GRPO steps (0: none; default: the recipe's)"}
+    )
     eval_generations: int = field(
         default=8, metadata={"help": "episodes per held-out task in each evaluation (0: none)"}
     )
@@ -654,7 +864,17 @@ class Args:
     num_generations: int | None = field(
         default=None, metadata={"help": "GRPO rollouts per task (default: the recipe's)"}
     )
+    vllm: bool | None = field(
+        default=None,
+        metadata={"help": "colocate vLLM for GRPO's generation (default: on a GPU where it fits)"},
+    )
     report_to: str = field(default="none", metadata={"help": "none or trackio"})
+    project: str = field(
+        default="kit", metadata={"help": "trackio project (each run is named after its folder)"}
+    )
+    trackio_space_id: str | None = field(
+        default=None, metadata={"help": "also sync trackio to this Hugging Face Space"}
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -667,7 +887,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     from kit.evaluate import evaluate
     from kit.models import save
-    from kit.runs import quiet_libraries, run_dir
+    from kit.runs import log_evaluation, quiet_libraries, run_dir, start_trackio, tracking
 
     parser = TrlParser(dataclass_types=[Args])
     (args,) = parser.parse_args_into_dataclasses(args=argv)
@@ -687,7 +907,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not isinstance(made[0], Path):
         parser.error(made[0])  # every rank stops, with the message, rather than wait
     folder = made[0]
-    r = recipe(args.model, args.game, None, args.lora, args.thinking, args.max_completion_length)
+    logs = tracking(args.report_to, folder.name, args.project, args.trackio_space_id)
+    if state.is_main_process:
+        start_trackio(logs)
+    r = recipe(
+        args.model,
+        args.game,
+        None,
+        args.lora,
+        args.thinking,
+        args.max_completion_length,
+        args.vllm,
+    )
+    sft_steps = r.sft_steps if args.sft_steps is None else args.sft_steps
+    grpo_steps = r.grpo_steps if args.grpo_steps is None else args.grpo_steps
     batch = {
         key: value
         for key in ("per_device_train_batch_size", "num_generations")
@@ -701,6 +934,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(r, flush=True)
     model, tokenizer = r.load_model(args.seed)
     summary: dict[str, Any] = {"args": vars(args), "recipe": str(r), "evaluations": {}}
+    evaluations = []
 
     def measure(name: str) -> None:
         if args.eval_generations and state.is_main_process:
@@ -715,22 +949,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 **r.evaluation,
             )
             summary["evaluations"][name] = result.records()
+            evaluations.append(result)
+            log_evaluation(evaluations, logs)  # the table so far, when logging to trackio
             print(result, flush=True)
 
     measure("base")
-    if args.sft_steps:
-        sft = {"peft_config": r.peft_config, "report_to": args.report_to, **r.sft}
-        warm_up(model, tokenizer, args.game, args.sft_steps, args.seed, folder / "sft", **sft)
+    if sft_steps:
+        sft = {"peft_config": r.peft_config, **logs, **r.sft}
+        warm_up(model, tokenizer, args.game, sft_steps, args.seed, folder / "sft", **sft)
         if state.is_main_process:
-            save(model, tokenizer, folder / "sft-model")
+            record = checkpoint_record(r, "sft", sft_steps, args.seed)
+            save(model, tokenizer, folder / "sft-model", record=record)
         measure("SFT")
-    if args.grpo_steps:
-        settings = {"peft_config": r.peft_config, "report_to": args.report_to}
+    if grpo_steps:
+        settings = {"peft_config": r.peft_config, **logs}
         _, capture = grpo(
             model,
             tokenizer,
             args.game,
-            args.grpo_steps,
+            grpo_steps,
             args.seed,
             folder / "grpo",
             **settings,
@@ -744,7 +981,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rank_file = folder / f"captured-rank{state.process_index}.json"
         rank_file.write_text(json.dumps(captured) + "\n")
         if state.is_main_process:
-            save(model, tokenizer, folder / "grpo-model")
+            record = checkpoint_record(r, "grpo", grpo_steps, args.seed)
+            save(model, tokenizer, folder / "grpo-model", record=record)
         measure("SFT + GRPO")
     if state.is_main_process:
         (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")

