@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
-import types
 from pathlib import Path
 
 import nbformat
@@ -78,7 +76,11 @@ def test_stored_notebook_is_a_full_run_executed_small_and_parametrised(path):
     assert any("RECIPE = recipe(MODEL, " in c.source for c in cells)
     assert any("RECIPE.load_model(seed=SEED)" in c.source for c in cells)
     assert 'if importlib.util.find_spec("kit") is None:' in cells[1].source  # Colab install
-    assert "REPORT_TO = setup(RUN, SMOKE, trackio=TRACKIO)" in cells[2].source
+    assert (
+        "TRACKING = setup(RUN, SMOKE, trackio=TRACKIO, space_id=TRACKIO_SPACE)" in cells[2].source
+    )
+    if path.stem in SAVES or path.stem in LOADS:  # on Colab, "drive" keeps them past a recycle
+        assert "CHECKPOINTS = checkpoints(CHECKPOINTS)" in cells[2].source
     # what a reader sees on GitHub is a real run: kit.notebook.setup says which run it was
     run = first.source.split('RUN = "')[1].split('"')[0]
     assert _text(cells[2]).startswith(f"{run}: full run;"), _text(cells[2])
@@ -102,10 +104,15 @@ def test_checkpoints_are_handed_on_from_notebook_to_notebook(path):
     source = "\n".join(cell.source for cell in _code(nbformat.read(path, as_version=4)))
     if path.stem in SAVES or path.stem in LOADS:
         assert CHECKPOINTS in _code(nbformat.read(path, as_version=4))[0].source
+    # each checkpoint is saved with, and loaded against, the record of what made it
     for name in SAVES.get(path.stem, []):
-        assert f'save(model, tokenizer, f"{{CHECKPOINTS}}/{name}", replace=True)' in source
+        saved = f'save(model, tokenizer, CHECKPOINTS / "{name}", replace=True, record=record)'
+        assert saved in source
+        assert f'record = checkpoint_record(RECIPE, "{name.split("-")[0]}", ' in source
     for name in LOADS.get(path.stem, []):
-        assert f'checkpoint(f"{{CHECKPOINTS}}/{name}", ' in source
+        phase = name.split("-")[0]
+        assert f'checkpoint(CHECKPOINTS / "{name}", ' in source
+        assert f'{phase.upper()}_RECORD = checkpoint_record(RECIPE, "{phase}", ' in source
     # no notebook repeats another's training: 2 warms up and 4 trains at all only inside the
     # functions that make a missing checkpoint (indented), never at the top level of a cell
     repeated = {"02_grpo": ("SFTTrainer(", "warm_up("), "04_evaluation": ("warm_up(", "grpo(")}
@@ -125,19 +132,24 @@ def test_full_run_parameters_are_the_kits_recipes(path, monkeypatch):
     """The parameter cell must be plain literals (papermill rewrites it, and on Colab it runs
     before the kit is installed), so it cannot import the recipes: this keeps the two equal."""
     from kit.evaluate import BUDGETS
-    from kit.train import GRPO_STEPS, SFT_STEPS
+    from kit.train import GRPO_STEPS, SFT_STEPS, recipe
 
     monkeypatch.delenv("KIT_SMOKE", raising=False)
     monkeypatch.delenv("KIT_CHECKPOINTS", raising=False)
     full = _parameters(path)
     assert full["SMOKE"] is False and full["MODEL"] == "tiny" and full["SEED"] == 0
+    assert full["LORA"] is None  # the recipe decides
+    assert full["TRACKIO"] is False and full["TRACKIO_SPACE"] is None
     games = [full["GAME"]] if "GAME" in full else list(full.get("TASKS", ()))
     assert games and full["BUDGET"] is None  # the game's own (kit.evaluate.BUDGETS)
     assert len({BUDGETS[game] for game in games}) == 1  # one recipe's budget serves them all
-    if "GAME" in full:  # one game: notebook 1's warm-up and notebook 2's GRPO run
-        assert full["SFT_STEPS"] == SFT_STEPS
-        if "GRPO_STEPS" in full:
-            assert full["GRPO_STEPS"] == GRPO_STEPS
+    if "GAME" in full:  # one game: the recipe's step counts for MODEL (the tiny model's here)
+        tiny = recipe("tiny", full["GAME"])
+        assert full["SFT_STEPS"] is None and (tiny.sft_steps, tiny.grpo_steps) == (
+            SFT_STEPS,
+            GRPO_STEPS,
+        )
+        assert full.get("GRPO_STEPS") is None
         if "SAMPLES" in full:
             assert full["SAMPLES"] == 8  # python -m kit.demo --eval-generations
     if "CHECKPOINTS" in full:
@@ -153,12 +165,17 @@ def test_training_and_evaluation_take_the_recipe_not_numbers_of_their_own(path):
     source = "\n".join(cell.source for cell in _code(nbformat.read(path, as_version=4)))
     for number in ("learning_rate=", "max_completion_length=BUDGET,", "temperature="):
         assert number not in source, number
+    assert "report_to=" not in source  # every trainer logs where setup's TRACKING says
     calls = [
         call for call in ("sft_trainer(", "warm_up(", "grpo(", "GRPOTrainer(") if call in source
     ]
     for call in calls:
         block = source.split(call, 1)[1].split("\n)", 1)[0]
         assert "peft_config=RECIPE.peft_config" in block, (call, block)
+        if call != "GRPOTrainer(":  # whose args come from grpo_config(..., **TRACKING)
+            assert "**TRACKING" in block, (call, block)
+    if "GRPOTrainer(" in source:
+        assert "**TRACKING" in source.split("grpo_config(", 1)[1].split("\n)", 1)[0]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
@@ -196,26 +213,6 @@ def test_the_test_session_keeps_smoke_checkpoints_out_of_the_repository():
     assert folder.is_absolute() and folder.is_relative_to(Path(tempfile.gettempdir()))
     assert not folder.is_relative_to(ROOT)
     assert os.environ["KIT_SMOKE"] == "1"
-
-
-def test_setup_quiets_the_libraries_and_says_which_run_it_is(capsys, monkeypatch):
-    import datasets
-
-    from kit.notebook import setup
-
-    datasets.enable_progress_bars()
-    assert setup("01_x", smoke=True) == "none"
-    assert not datasets.is_progress_bar_enabled()
-    assert capsys.readouterr().out == (
-        "01_x: smoke run (KIT_SMOKE=1): tiny step counts, the figures mean nothing; "
-        "logging to none\n"
-    )
-    started = []
-    fake = types.SimpleNamespace(init=lambda **kwargs: started.append(kwargs))
-    monkeypatch.setitem(sys.modules, "trackio", fake)
-    assert setup("02_y", smoke=False, trackio=True) == "trackio"
-    assert started == [{"project": "kit", "name": "02_y", "embed": False}]
-    assert capsys.readouterr().out == "02_y: full run; logging to trackio\n"
 
 
 @pytest.fixture(scope="module")
