@@ -157,8 +157,7 @@ SAMPLING = {"top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
 # language at all.
 PRETRAINED_STEPS = {"sft": 200, "grpo": 150}
 STEPS_BASIS = {
-    "tiny": "measured: README, 'Does it learn?' (Catch, seed 0: held-out win rate 0.60 after "
-    "SFT, 0.81 after GRPO)",
+    "tiny": "measured on Catch's held-out tasks by python -m kit.demo (README, 'Four seeds')",
     "pretrained": "estimated: GRPO as TRL's Wordle example trains Qwen3-1.7B (150 steps), SFT "
     "about one pass over the shipped solver games; not measured on a GPU",
 }
