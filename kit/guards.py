@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,18 +30,18 @@ CHECKPOINT_RECORD = "kit.json"  # in a model folder written by kit.models.save
 # Logged figures that are never legitimately NaN. (A routed reward's per-environment mean is NaN
 # in a batch with no row of that environment, so rewards/<name>/mean is not watched.)
 WATCHED = ("loss", "grad_norm", "reward")
-# The TrainingArguments fields that decide what a resumed run computes; max_steps is not among
-# them, so that a rerun may train further than the first one planned.
+# The TrainingArguments fields that decide what a resumed run computes. Not among them: max_steps,
+# so that a rerun may train further than the first one planned; and what the recipe sizes to the
+# GPU (how a step's rows split into micro-batches, the precision), so that a run whose Colab
+# runtime was recycled onto another GPU continues (the rows an optimiser step takes are recorded
+# apart, as "rows_per_step").
 TRAINING_FIELDS = (
     "learning_rate",
     "lr_scheduler_type",
     "warmup_steps",
     "warmup_ratio",
     "weight_decay",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
     "num_generations",
-    "steps_per_generation",
     "temperature",
     "top_p",
     "top_k",
@@ -52,13 +53,12 @@ TRAINING_FIELDS = (
     "beta",
     "loss_type",
     "num_iterations",
-    "bf16",
-    "fp16",
     "seed",
 )
-# What a saved checkpoint must agree on with the notebook that loads it: its steps and seed are
-# recorded but may differ (notebook 2's SFT_STEPS only matter when it makes the checkpoint).
-CHECKPOINT_FIELDS = ("model", "game", "phase", "lora", "max_completion_length")
+# What a saved checkpoint must agree on with the notebook that loads it. Its steps, seed, LoRA
+# and budget are recorded but may differ: notebook 2's SFT_STEPS only matter when it makes the
+# checkpoint, adapters are merged into the saved weights, and LORA=None follows the GPU.
+CHECKPOINT_FIELDS = ("model", "game", "phase")
 # The config fields that make two models' weights interchangeable.
 _ARCHITECTURE = (
     "model_type",
@@ -81,17 +81,22 @@ def non_finite_guard() -> Any:
     :data:`WATCHED` figure that is NaN or infinite. ``kit.train.train`` adds it to every trainer.
 
     It acts on the log, which the Trainer writes before it saves that step's checkpoint, so the
-    last checkpoint left is one from before the failure. With ``logging_steps`` above 1 a NaN
-    step is caught at the next log (a logged loss is the mean of the steps since the last)."""
+    last checkpoint left is one from before the failure as long as a log falls on every saving
+    step (``kit.train.train`` makes it so). With ``logging_steps`` above 1 a NaN step is caught at
+    the next log (a logged loss is the mean of the steps since the last). In fp16 an infinite
+    gradient norm on a step the loss scaler skipped is how the scaler calibrates, not a failure:
+    it is let through."""
     from transformers import TrainerCallback
 
     class NonFiniteGuard(TrainerCallback):
-        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            skipped = bool(getattr(kw.get("optimizer"), "step_was_skipped", False))
             bad = {
                 key: value
                 for key in WATCHED
                 if isinstance(value := (logs or {}).get(key), (int, float))
                 and not math.isfinite(value)
+                and not (key == "grad_norm" and skipped)
             }
             if bad:
                 figures = ", ".join(f"{key} {value}" for key, value in bad.items())
@@ -112,13 +117,14 @@ def non_finite_guard() -> Any:
 def model_identity(model: Any) -> dict[str, Any]:
     """What makes ``model``'s weights what they are, for a record: its architecture's shape
     fields, its LoRA rank when wrapped in adapters, and its name when it has one (a hub id, or
-    the ``model`` of the :data:`CHECKPOINT_RECORD` in the folder it was loaded from)."""
+    the ``model`` of the :data:`CHECKPOINT_RECORD` in the folder it was loaded from, else that
+    folder's full path)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = base.config
     identity: dict[str, Any] = {key: getattr(config, key, None) for key in _ARCHITECTURE}
     source = getattr(config, "_name_or_path", "") or ""
     if source and Path(source).is_dir():
-        source = (read_record(source) or {}).get("model", "")
+        source = (read_record(source) or {}).get("model") or str(Path(source).resolve())
     identity["name"] = source or None
     peft = getattr(model, "peft_config", None)
     if isinstance(peft, Mapping) and peft:
@@ -128,13 +134,16 @@ def model_identity(model: Any) -> dict[str, Any]:
 
 def run_record(trainer: Any, about: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record of what ``trainer`` trains: ``about`` (the game and phase, which the trainer
-    does not know: ``kit.train.sft_trainer`` and ``grpo`` set ``trainer.kit_about``), the
-    model's identity and the :data:`TRAINING_FIELDS` of its arguments."""
+    does not know: ``kit.train.sft_trainer`` sets ``trainer.kit_about``, ``kit.train.grpo``
+    passes it to ``train``), the model's identity, the :data:`TRAINING_FIELDS` of its arguments
+    and the rows an optimiser step takes."""
     args = trainer.args
+    recorded = {key: getattr(args, key) for key in TRAINING_FIELDS if hasattr(args, key)}
+    recorded["rows_per_step"] = args.per_device_train_batch_size * args.gradient_accumulation_steps
     return {
         **dict(about or getattr(trainer, "kit_about", None) or {}),
         "model": model_identity(trainer.model),
-        "args": {key: getattr(args, key) for key in TRAINING_FIELDS if hasattr(args, key)},
+        "args": recorded,
     }
 
 
@@ -142,21 +151,27 @@ def check_run_folder(trainer: Any, about: Mapping[str, Any] | None = None) -> No
     """Before ``trainer`` trains (and may resume) in its output folder: refuse a folder whose
     :data:`RUN_RECORD` says another model, game or recipe made its checkpoints, or that holds
     checkpoints without a record; otherwise write the record. ``ValueError`` names both sides.
+    A record left without checkpoints (a run that stopped before its first save) is replaced:
+    there is nothing to continue from, so a rerun with a lower learning rate may start there.
     Nothing is checked or written for a trainer that saves no checkpoints."""
     if trainer.args.save_strategy == "no":
         return
     folder = Path(trainer.args.output_dir)
     record = json.loads(json.dumps(run_record(trainer, about), default=str))
+    checkpoints = any(folder.glob("checkpoint-*"))
     stored = read_record(folder, RUN_RECORD)
-    if stored is None:
-        if any(folder.glob("checkpoint-*")):
-            raise ValueError(
-                f"{folder} holds checkpoints but no {RUN_RECORD} saying what trained them (another "
-                "tool's, or an older kit's): a rerun would continue from them blindly. Move the "
-                "folder away or give this run another output folder."
-            )
+    if stored is None and checkpoints:
+        raise ValueError(
+            f"{folder} holds checkpoints but no {RUN_RECORD} saying what trained them (another "
+            "tool's, or an older kit's): a rerun would continue from them blindly. Move the "
+            "folder away or give this run another output folder."
+        )
+    if stored is None or not checkpoints:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / RUN_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        # written whole and renamed into place: every process of a multi-GPU run writes it
+        partial = folder / f".{RUN_RECORD}.{os.getpid()}"
+        partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        os.replace(partial, folder / RUN_RECORD)
         return
     changed = differences(stored, record)
     if changed:

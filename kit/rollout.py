@@ -354,13 +354,13 @@ def model_policy(
 
     Unlike :func:`rollout`, each turn re-renders the whole conversation and nothing counts a
     token budget: for episodes token for token as GRPO plays them, use :func:`rollout`.
-    ``temperature=None`` decodes greedily; the sampling settings are :func:`rollout`'s (GRPO's
+    ``temperature=None`` (or 0) decodes greedily; the sampling settings are :func:`rollout`'s (GRPO's
     defaults, passed explicitly over the model's generation config). Turn ``k`` of the episode
     with seed ``s`` samples from a generator seeded with ``(s, k)``; the caller's RNG state is
     left as it was.
     """
     _ensure_response_parser(tokenizer)
-    greedy = temperature is None
+    greedy = not temperature  # None or 0: greedy, as generate reads a temperature of 0
     sampling = sampling_settings(temperature or 1.0, top_p, top_k, min_p, repetition_penalty)
     _check_sampling(sampling, greedy)
 

@@ -139,6 +139,10 @@ def tracking(
     """
     if not run:
         raise ValueError("name the run: trackio files a run's figures under its name")
+    if space_id is not None and report_to != "trackio":
+        raise ValueError(
+            f"a trackio Space ({space_id!r}) needs report_to='trackio', not {report_to!r}"
+        )
     if report_to == "none":
         return {"report_to": "none"}
     if report_to != "trackio":

@@ -138,8 +138,8 @@ PRETRAINED_GRPO = {
 # On a GPU, a checkpoint every 25 steps (two kept): a rerun after a lost Colab runtime continues
 # from the last one (:func:`train`) and loses at most 25 steps.
 CHECKPOINTING = {"save_strategy": "steps", "save_steps": 25, "save_total_limit": 2}
-# vLLM colocated with training takes this share of the GPU's memory (TRL's default is 0.9, meant
-# for a server on a GPU of its own); an estimate, not measured here. Training gets the planner's
+# vLLM colocated with training takes this share of the GPU's memory (TRL 1.16's default too),
+# written out because the planner divides the GPU by it; an estimate, not measured here. Training gets the planner's
 # 0.9 less this (kit.hardware.grpo_batch), and vLLM's context is the game's prompt and token
 # budget, not the model's 40,960 positions (Qwen3), whose KV cache alone would not fit this share
 # of a T4 and which vLLM must hold for one sequence before it starts.
@@ -570,12 +570,18 @@ def train(trainer: Any, about: Mapping[str, Any] | None = None) -> None:
     loss, gradient norm or reward, and it refuses to continue from checkpoints that another
     model, game or recipe left in the folder. ``about`` says what the trainer cannot know (the
     game and phase; :func:`sft_trainer` and :func:`grpo` set it on their trainers as
-    ``trainer.kit_about``): a trainer of your own passes e.g. ``{"game": "catch", "phase":
-    "grpo"}``."""
+    ``trainer.kit_about``, :func:`grpo` passes it): a trainer of your own passes e.g. ``{"game":
+    "catch", "phase": "grpo"}``. A trainer that saves every ``save_steps`` logs at least as
+    often, so that no checkpoint is saved past a non-finite step the guard has not seen. If
+    training raises, LoRA adapters are taken out of the model again, unmerged: the model the
+    caller holds is the one it gave."""
     from transformers.trainer_utils import get_last_checkpoint
 
     from kit.guards import check_run_folder, non_finite_guard
 
+    args = trainer.args
+    if args.save_strategy == "steps" and args.save_steps % args.logging_steps:
+        args.logging_steps = math.gcd(int(args.save_steps), int(args.logging_steps))
     check_run_folder(trainer, about)
     trainer.add_callback(non_finite_guard())
     folder = Path(trainer.args.output_dir)
@@ -584,7 +590,12 @@ def train(trainer: Any, about: Mapping[str, Any] | None = None) -> None:
         last = get_last_checkpoint(str(folder))
     if last:
         print(f"   resuming from {last}", flush=True)
-    trainer.train(resume_from_checkpoint=last)
+    try:
+        trainer.train(resume_from_checkpoint=last)
+    except BaseException:
+        if hasattr(trainer.model, "unload"):  # PEFT put its layers into the caller's model
+            trainer.model = trainer.model.unload()
+        raise
     if hasattr(trainer.model, "merge_and_unload"):
         trainer.model = trainer.model.merge_and_unload()
 

@@ -17,6 +17,7 @@ from kit.guards import (  # noqa: E402
     NonFiniteError,
     check_checkpoint,
     differences,
+    non_finite_guard,
 )
 from kit.models import save, tiny_model  # noqa: E402
 from kit.train import checkpoint, checkpoint_record, recipe, sft_trainer, train  # noqa: E402
@@ -26,7 +27,7 @@ SAVING = {"save_strategy": "steps", "save_steps": 1, "logging_steps": 1}
 
 def _sft(folder, game="catch", steps=2, hidden_size=128, **overrides):
     model, tokenizer = tiny_model(hidden_size=hidden_size, seed=0)
-    return sft_trainer(model, tokenizer, game, steps, 0, folder, **SAVING, **overrides)
+    return sft_trainer(model, tokenizer, game, steps, 0, folder, **{**SAVING, **overrides})
 
 
 def test_a_nan_loss_stops_sft_at_its_first_step_before_a_checkpoint_is_saved(tmp_path):
@@ -141,3 +142,62 @@ def test_differences_name_each_changed_key_nested():
         "model.hidden_size: saved 128, now 64",
         "phase: saved None, now 'sft'",
     ]
+
+
+def test_a_run_that_stopped_before_its_first_save_may_rerun_with_another_recipe(tmp_path):
+    folder = tmp_path / "sft"
+    first = _sft(folder, steps=3, save_steps=2)
+    with torch.no_grad():
+        first.model.model.norm.weight.fill_(float("nan"))
+    with pytest.raises(NonFiniteError):
+        train(first)
+    assert not list(folder.glob("checkpoint-*"))  # stopped at step 1, before any save
+    again = _sft(folder, steps=1, learning_rate=1e-4)  # the error's remedy: a lower rate
+    train(again)
+    assert json.loads((folder / RUN_RECORD).read_text())["args"]["learning_rate"] == 1e-4
+
+
+def test_an_fp16_step_the_loss_scaler_skipped_is_not_a_failure(tmp_path):
+    from types import SimpleNamespace
+
+    guard = non_finite_guard()
+    args = SimpleNamespace(fp16=True, bf16=False, output_dir=str(tmp_path))
+    state = SimpleNamespace(global_step=7)
+    skipped = SimpleNamespace(step_was_skipped=True)
+    logs = {"loss": 2.5, "grad_norm": float("inf")}
+    guard.on_log(args, state, None, logs=logs, optimizer=skipped)  # the scaler calibrating
+    with pytest.raises(NonFiniteError, match=r"step 7: grad_norm inf \(training in fp16\)"):
+        guard.on_log(
+            args, state, None, logs=logs, optimizer=SimpleNamespace(step_was_skipped=False)
+        )
+    with pytest.raises(NonFiniteError, match="loss nan"):
+        guard.on_log(args, state, None, logs={"loss": float("nan")}, optimizer=skipped)
+
+
+def test_a_saving_trainer_logs_on_every_saving_step(tmp_path):
+    trainer = _sft(tmp_path / "sft", steps=2, save_steps=2, logging_steps=3)
+    train(trainer)
+    assert trainer.args.logging_steps == 1  # gcd(2, 3): the guard sees every step that is saved
+
+
+def test_a_failed_lora_run_leaves_the_callers_model_without_adapters(tmp_path):
+    from kit.train import lora_config
+
+    model, tokenizer = tiny_model(seed=0)
+    trainer = sft_trainer(model, tokenizer, "catch", 2, 0, tmp_path / "sft", lora_config())
+    with torch.no_grad():
+        model.model.norm.weight.fill_(float("nan"))
+    with pytest.raises(NonFiniteError):
+        train(trainer)
+    assert not [name for name, _ in model.named_modules() if "lora_" in name]
+
+
+def test_a_local_model_without_a_record_is_named_by_its_full_path(tmp_path):
+    from kit.guards import model_identity
+    from kit.models import load
+
+    path = save(*tiny_model(seed=1), tmp_path / "mine")
+    loaded, _ = load(path, device_map="cpu")
+    assert model_identity(loaded)["name"] == str(path.resolve())
+    recorded = save(*tiny_model(seed=1), tmp_path / "kept", record={"model": "tiny"})
+    assert model_identity(load(recorded, device_map="cpu")[0])["name"] == "tiny"
