@@ -166,6 +166,11 @@ def test_training_and_evaluation_take_the_recipe_not_numbers_of_their_own(path):
     for number in ("learning_rate=", "max_completion_length=BUDGET,", "temperature="):
         assert number not in source, number
     assert "report_to=" not in source  # every trainer logs where setup's TRACKING says
+    # the recipe plans a step's batch for the GPU's memory: a notebook that sets one of its
+    # parts keeps the others (notebook 3's 16 rows once met steps_per_generation=4 on a GPU:
+    # 64 rollouts generated at once, not the two groups of 8 it meant)
+    for part in ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_"):
+        assert part not in source, part
     calls = [
         call for call in ("sft_trainer(", "warm_up(", "grpo(", "GRPOTrainer(") if call in source
     ]
