@@ -62,8 +62,6 @@ def setup(
 
     quiet_libraries()
     pin_threads()
-    if space_id is not None and not trackio:
-        raise ValueError("space_id syncs a trackio run: pass trackio=True with it")
     report_to = "trackio" if trackio else "none"
     arguments = tracking(report_to, run, project, space_id)
     start_trackio(arguments)

@@ -141,7 +141,8 @@ def tracking(
         raise ValueError("name the run: trackio files a run's figures under its name")
     if space_id is not None and report_to != "trackio":
         raise ValueError(
-            f"a trackio Space ({space_id!r}) needs report_to='trackio', not {report_to!r}"
+            f"a trackio Space ({space_id!r}) syncs a trackio run: it needs report_to='trackio' "
+            f"(trackio=True in kit.notebook.setup), not {report_to!r}"
         )
     if report_to == "none":
         return {"report_to": "none"}

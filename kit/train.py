@@ -569,8 +569,8 @@ def train(trainer: Any, about: Mapping[str, Any] | None = None) -> None:
     Guarded (``kit.guards``): the run stops with ``NonFiniteError`` at the first non-finite
     loss, gradient norm or reward, and it refuses to continue from checkpoints that another
     model, game or recipe left in the folder. ``about`` says what the trainer cannot know (the
-    game and phase; :func:`sft_trainer` and :func:`grpo` set it on their trainers as
-    ``trainer.kit_about``, :func:`grpo` passes it): a trainer of your own passes e.g. ``{"game":
+    game and phase; :func:`sft_trainer` sets it on its trainer as ``trainer.kit_about``,
+    :func:`grpo` passes it here): a trainer of your own passes e.g. ``{"game":
     "catch", "phase": "grpo"}``. A trainer that saves every ``save_steps`` logs at least as
     often, so that no checkpoint is saved past a non-finite step the guard has not seen. If
     training raises, LoRA adapters are taken out of the model again, unmerged: the model the
@@ -668,7 +668,8 @@ def checkpoint_record(recipe: Recipe, phase: str, steps: int, seed: int) -> dict
     """What a saved checkpoint records of the run that made it (``kit.models.save(...,
     record=)``): the model and game of ``recipe``, the ``phase`` (``"sft"`` or ``"grpo"``),
     LoRA or not, the token budget, and the steps and seed. :func:`checkpoint` refuses a
-    checkpoint whose model, game, phase, LoRA or budget differ (``kit.guards.CHECKPOINT_FIELDS``)."""
+    checkpoint whose model, game or phase differ (``kit.guards.CHECKPOINT_FIELDS``); the rest
+    is recorded for the reader."""
     return {
         "model": recipe.model,
         "game": recipe.game,
@@ -689,7 +690,7 @@ def checkpoint(
     """``(model, tokenizer)`` from the checkpoint at ``path``; if there is none yet, ``make()``
     them, save them there (``kit.models.save``, with ``record``) and return them. Says which in
     one line. With ``record`` (:func:`checkpoint_record`), a checkpoint already there must have
-    been saved with the same model, game, phase, LoRA and budget, or ``ValueError`` names both
+    been saved with the same model, game and phase, or ``ValueError`` names both
     (``kit.guards.check_checkpoint``): a notebook never trains on, or evaluates, another run's
     model by mistake.
 
