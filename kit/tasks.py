@@ -196,7 +196,8 @@ class TaskProvider:
     ``where`` keeps only the tasks whose reset columns have the given values, e.g.
     ``{"ball_col": 0}``: Catch with the ball always in the left column, a task a player can win
     without reading the board (``python -m kit.demo --where ball_col=0`` uses it to tell a
-    policy that cannot learn from one that cannot see). Games whose tasks are drawn afresh
+    policy that cannot learn from one that cannot see); a list is any of its values
+    (``{"rows": [5, 6, 7]}``: Catch's three shortest training boards). Games whose tasks are drawn afresh
     (Sudoku's train split, Echo) have no list to select from and refuse it.
     """
 
@@ -246,10 +247,14 @@ class TaskProvider:
                 f"where= names {unknown}, not a {self.game} task column; the columns are "
                 f"{sorted(columns)}"
             )
+
+        def matches(have: Any, want: Any) -> bool:  # a list of values: any of them
+            return have == want or (isinstance(want, list) and have in want)
+
         chosen = [
             value
             for value in pool
-            if all(self._task(value).task[k] == v for k, v in self.where.items())
+            if all(matches(self._task(value).task[k], v) for k, v in self.where.items())
         ]
         if not chosen:
             raise ValueError(f"no {self.game} {self.split} task has {self.where}")

@@ -135,6 +135,19 @@ PRETRAINED_GRPO = {
     "gradient_accumulation_steps": 4,
     "temperature": 1.0,
 }
+# GRPO for a pretrained model on a CPU, where generation is the cost (TRL re-reads a rollout's
+# whole context every turn): 2 tasks x 4 rollouts a step, temperature 0.7, LoRA at 1e-4 (ten times
+# the GPU recipe's: an hour holds tens of steps, not hundreds). Chosen, not tuned: with SmolLM2-135M
+# on Catch (docs/results.md, 2026-12-03) 40 SFT + 24 GRPO steps took 79 minutes on 2 cores and
+# GRPO's gain did not separate from 0; the warmed-up model sampled at an entropy of 0.01 nat.
+CPU_GRPO = {
+    "per_device_train_batch_size": 8,
+    "num_generations": 4,
+    "gradient_accumulation_steps": 1,
+    "temperature": 0.7,
+}
+CPU_LEARNING_RATE = 1e-4
+CPU_STEPS = {"sft": 40, "grpo": 24}
 # On a GPU, a checkpoint every 25 steps (two kept): a rerun after a lost Colab runtime continues
 # from the last one (:func:`train`) and loses at most 25 steps.
 CHECKPOINTING = {"save_strategy": "steps", "save_steps": 25, "save_total_limit": 2}
@@ -160,6 +173,8 @@ STEPS_BASIS = {
     "tiny": "measured on Catch's held-out tasks by python -m kit.demo (README, 'Four seeds')",
     "pretrained": "estimated: GRPO as TRL's Wordle example trains Qwen3-1.7B (150 steps), SFT "
     "about one pass over the shipped solver games; not measured on a GPU",
+    "cpu": "measured, not yet learning: SmolLM2-135M on Catch, 40 SFT + 24 GRPO steps in 79 "
+    "minutes on 2 CPU cores, GRPO's gain not separated from 0 (docs/results.md)",
 }
 # The template put on a ChatML tokenizer whose own template TRL does not recognise (SmolLM2's):
 # TRL's own, with the same <|im_start|>/<|im_end|> tokens, and no thinking to switch off.
@@ -318,9 +333,13 @@ def recipe(
 
     config = AutoConfig.from_pretrained(str(model))
     parameters = count_parameters(config)
-    lora = not fits_full(parameters, device) if lora is None else lora
+    if lora is None:
+        # on a CPU with native bf16, LoRA on bf16 weights (2.2 times as fast a forward pass as
+        # fp32: benchmarks/precision.py); full fine-tuning needs fp32 weights, whose updates bf16
+        # would round away
+        lora = device.cpu_bf16 if not device.gpu else not fits_full(parameters, device)
     weights = "float32"
-    if lora and device.bf16:
+    if lora and (device.bf16 or device.cpu_bf16):
         weights = "bfloat16"
     elif lora and device.fp16:
         weights = "float16"
@@ -338,8 +357,8 @@ def recipe(
     rates = LORA_LEARNING_RATES if lora else PRETRAINED_LEARNING_RATES
     on_gpu = {**CHECKPOINTING, "gradient_checkpointing": True} if device.gpu else {}
     peft_config = lora_config() if lora else None
-    sampling = {**SAMPLING, "temperature": PRETRAINED_GRPO["temperature"]}
-    batch = dict(PRETRAINED_GRPO)
+    batch = dict(PRETRAINED_GRPO if device.gpu else CPU_GRPO)
+    sampling = {**SAMPLING, "temperature": batch.pop("temperature")}
     evaluation_rows = 64
     use_vllm = False
     generation = "transformers generate"
@@ -417,7 +436,7 @@ def recipe(
             **sampling,
             **vllm_fields,
             **fp32_lm_head(device, lora, tied),
-            "learning_rate": rates["grpo"],
+            "learning_rate": rates["grpo"] if device.gpu else CPU_LEARNING_RATE,
             "chat_template_kwargs": thinking_kwargs,
         },
         {
@@ -426,9 +445,9 @@ def recipe(
             "chat_template_kwargs": thinking_kwargs,
             "batch_size": evaluation_rows,
         },
-        sft_steps=PRETRAINED_STEPS["sft"],
-        grpo_steps=PRETRAINED_STEPS["grpo"],
-        steps_basis=STEPS_BASIS["pretrained"],
+        sft_steps=(PRETRAINED_STEPS if device.gpu else CPU_STEPS)["sft"],
+        grpo_steps=(PRETRAINED_STEPS if device.gpu else CPU_STEPS)["grpo"],
+        steps_basis=STEPS_BASIS["pretrained" if device.gpu else "cpu"],
         prompt_tokens=prompt,
         generation=generation,
     )

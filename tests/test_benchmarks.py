@@ -130,3 +130,10 @@ def test_games_script_runs_every_game_and_contender(request):
 def test_each_game_script_runs_alone(script):
     out = _run(f"benchmarks/{script[0]}", *script[1:], "--seconds", "0.01", "--rounds", "1")
     assert "Goals:" in out and "Load average (1, 5, 15 min) at the end:" in out
+
+
+def test_the_precision_benchmark_times_both_precisions():
+    out = _run(
+        "benchmarks/precision.py", "--rows", "2", "--tokens", "16", "--rounds", "2", "--layers", "1"
+    )
+    assert "fp32: median" in out and "bf16: median" in out and "fp32 / bf16: " in out

@@ -114,6 +114,13 @@ def test_where_keeps_only_the_matching_tasks_and_refuses_what_cannot_match() -> 
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             TaskProvider(game, split, where=where)
+    # a list is any of its values
+    short = TaskProvider("catch", "train", where={"rows": [5, 6], "ball_col": [0, 4]})
+    assert sorted((t.task["rows"], t.task["ball_col"]) for t in short) == [
+        (5, 0), (5, 4), (6, 0), (6, 4)
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape("no catch train task has {'rows': [8, 10]}")):
+        TaskProvider("catch", "train", where={"rows": [8, 10]})  # the held-out heights
     # no where, or an empty one: the same tasks as before
     assert [t.task for t in TaskProvider("catch", "train", where={})] == [
         t.task for t in TaskProvider("catch", "train")

@@ -179,6 +179,15 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
             "generation_batch_size (30) must be divisible by num_generations (8)",
         ),
         (["--sft-from", str(tmp_path)], f"--sft-from: {tmp_path} is not a kit.demo run"),
+        (["--model", "gpt-5"], "--model gpt-5: not tiny, smollm2 or a model's folder"),
+        (["--model", str(tmp_path)], "not a whole checkpoint: no tokenizer (tokenizer.json or "),
+        (["--model", str(tmp_path), "--layers", "2"], "--layers is the tiny model's"),
+        (["--grpo-where", "rows=8"], "--grpo-where: no catch train task has {'rows': 8}"),
+        (["--grpo-where", "rows=[8,10]"], "no catch train task has {'rows': [8, 10]}"),
+        (
+            ["--where", "ball_col=0", "--grpo-where", "ball_col=1"],
+            "--grpo-where: ['ball_col'] already set by --where",
+        ),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
@@ -418,3 +427,80 @@ def test_the_trend_of_a_run_leaves_out_steps_that_did_not_sample():
     assert trend(log, parts=1) == [
         "steps      1-20  reward 1.000  flat_groups 0.500  call_frequency 8.000"
     ]
+
+
+def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chosen_tasks(tmp_path):
+    """``--model FOLDER``: a saved model goes through the runbook as a pretrained one (LoRA
+    adapters, the recipe's batch, learning rate and sampling, no base evaluation); ``--grpo-where``
+    narrows GRPO's tasks and leaves every held-out task to the evaluations; the summary records
+    the model, the peak memory and kit.masks.build against every trajectory GRPO trained on."""
+    from kit.models import save
+    from kit.train import CPU_GRPO, LORA, recipe
+
+    folder = tmp_path / "pretrained"
+    save(*tiny_model(seed=5), folder)
+    out = tmp_path / "run"
+    done = _run(
+        "--model", str(folder), "--sft-steps", "2", "--grpo-steps", "1", "--eval-generations", "1",
+        "--max-completion-length", str(BUDGET), "--grpo-where", "rows=[5,6]", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    r = recipe(str(folder), "catch", lora=True)
+    assert summary["model"] == {"name": str(folder), "parameters": r.parameters, **r.load,
+                                "lora": LORA}  # fmt: skip
+    assert [e["player"] for e in summary["evaluation"]] == ["SFT", "SFT + GRPO"]
+    assert all(e["episodes"] == len(TaskProvider("catch", "eval")) for e in summary["evaluation"])
+    assert summary["grpo_where"] == {"rows": [5, 6]}
+    assert summary["sft"]["learning_rate"] == r.sft["learning_rate"]
+    grpo = summary["grpo"]
+    assert grpo["temperature"] == CPU_GRPO["temperature"] == summary["temperature"]
+    for key in ("per_device_train_batch_size", "num_generations", "learning_rate"):
+        assert grpo[key] == r.grpo[key], key
+    masks = summary["masks"]
+    assert masks["trajectories"] == CPU_GRPO["per_device_train_batch_size"]
+    assert masks["exact"] + len(masks["other"]) == masks["trajectories"]
+    assert masks["tokens"] > 0 and summary["peak_rss_gb"]["total"] > 0.1
+    assert f"kit.masks.build against the trainer: {masks['exact']} of " in done.stdout
+    assert "--model " + str(folder) in summary["command"]
+    assert summary["command"].endswith("--grpo-where rows=[5,6]")
+    # the rollouts GRPO trained on were on the chosen boards only, 8 of them
+    played = summary["grpo"]["tasks"]
+    assert sum(played.values()) == 8 and {json.loads(t)["rows"] for t in played} <= {5, 6}
+
+
+def test_a_run_is_evaluated_again_anew_and_nothing_of_it_is_overwritten(demo, capsys):
+    """``--evaluate RUN``: both checkpoints played again as the run played them, at another
+    seed and episode count, compared, written beside the run; the figures are those of
+    evaluating each checkpoint by hand; a second time, the run's own seed, or an option that
+    would change the evaluation is refused, and the run's files are untouched."""
+    out, _, summary = demo
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    record = main(["--evaluate", str(out), "--eval-generations", "3", "--seed", "5"])
+    written = out / "evaluation-seed5-3-per-task.json"
+    assert json.loads(written.read_text()) == json.loads(json.dumps(record))
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p != written} == before
+    held_out = len(TaskProvider("catch", "eval"))
+    sft, grpo = record["evaluation"]
+    assert (sft["player"], grpo["player"]) == ("SFT", "SFT + GRPO")
+    assert sft["episodes"] == grpo["episodes"] == 3 * held_out
+    for recorded, folder in ((sft, "sft-model"), (grpo, "grpo-model")):
+        model, tokenizer = load(out / folder)
+        fresh = evaluate(model, "catch", tokenizer, num_generations=3, greedy=False,
+                         temperature=0.5, seed=5, max_completion_length=BUDGET).records()[0]  # fmt: skip
+        for key in ("win_rate", "finished", "executed_calls", "tokens"):
+            assert recorded[key] == pytest.approx(fresh[key]), (folder, key)
+    (win,) = [c for c in record["grpo_vs_sft"] if c["metric"] == "win_rate"]
+    assert win["difference"] == pytest.approx(grpo["win_rate"] - sft["win_rate"])
+    assert record["run_grpo_vs_sft"] == summary["grpo_vs_sft"]
+    assert "played anew" in capsys.readouterr().out
+    for argv, message in (
+        (["--seed", "5", "--eval-generations", "3"], "exists; it is not overwritten"),
+        (["--seed", "3"], "sampled with seed 3; give another --seed"),
+        (["--seed", "6", "--temperature", "1"], "--temperature would not be the run's"),
+        (["--seed", "6", "--eval-generations", "0"], "--eval-generations must be at least 1"),
+    ):
+        with pytest.raises(SystemExit) as refused:
+            main(["--evaluate", str(out), *argv])
+        assert refused.value.code == 2 and message in capsys.readouterr().err, argv
+    assert json.loads(written.read_text()) == json.loads(json.dumps(record))

@@ -314,6 +314,37 @@ def test_build_matches_the_trainer_token_for_token(game):
 
 
 @pytest.mark.slow
+def test_the_rebuild_report_counts_what_build_gives_back_and_says_where_the_rest_differs():
+    """``rebuild_report``, as the runbook runs it on every GRPO batch: exact for every canonical
+    turn, the raw case reported with where its ids first differ; and a trajectory whose tool
+    mask was flipped on one token is caught."""
+    import dataclasses
+
+    from kit.masks import rebuild_report
+
+    run = trainer_run("catch")
+    trained = run.capture.trajectories
+    raw = [t for t in trained if case_of(t.messages[0]["content"]) == "raw"]
+    report = rebuild_report(trained, run.tokenizer, ENVS["catch"], max_completion_length=BUDGET)
+    assert report["trajectories"] == len(trained) and raw
+    assert report["exact"] == len(trained) - len(raw) and len(report["other"]) == len(raw)
+    assert report["tokens"] == sum(len(t.prompt_ids) + len(t.completion_ids) for t in trained)
+    for item in report["other"]:
+        # the raw call's JSON comes back in the template's canonical form: other text, other ids
+        assert item["prompt_equal"] and item["env_tokens_equal"] and not item["model_text_equal"]
+        assert item["sampled"] != item["rebuilt"]
+    exact = next(t for t in trained if t not in raw and 0 in t.tool_mask)
+    flipped = list(exact.tool_mask)
+    at = flipped.index(0)
+    flipped[at] = 1
+    tampered = dataclasses.replace(exact, tool_mask=flipped)
+    report = rebuild_report([tampered], run.tokenizer, ENVS["catch"], max_completion_length=BUDGET)
+    assert report["exact"] == 0
+    (item,) = report["other"]
+    assert not item["env_tokens_equal"] and item["first_difference"] == len(exact.completion_ids)
+
+
+@pytest.mark.slow
 def test_capture_records_rewards_advantages_and_states():
     run = trainer_run("catch")
     trajectories = run.capture.trajectories

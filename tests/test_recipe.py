@@ -251,6 +251,48 @@ def test_cpu_recipe_keeps_the_model_on_the_cpu_and_saves_nothing(hub_like):
     assert "save_strategy" not in r.grpo and "gradient_checkpointing" not in r.sft
 
 
+def test_a_cpu_with_native_bf16_gets_lora_on_bf16_weights_and_the_cpu_batch(hub_like):
+    """Where the CPU multiplies bf16 natively, a pretrained model trains LoRA adapters on bf16
+    weights (benchmarks/precision.py: a forward pass 2.2 times as fast as fp32), with the CPU's GRPO batch, learning
+    rate, temperature and steps; without it, full fine-tuning in fp32 as before."""
+    from kit.train import CPU_GRPO, CPU_LEARNING_RATE, CPU_STEPS
+
+    fast = Device("cpu", cpu_bf16=True)
+    r = recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=fast)
+    assert r.lora and r.load["dtype"] == "bfloat16" and r.load["device_map"] == "cpu"
+    batch = {k: v for k, v in CPU_GRPO.items() if k != "temperature"}
+    assert {k: r.grpo[k] for k in batch} == batch
+    assert r.grpo["temperature"] == r.evaluation["temperature"] == CPU_GRPO["temperature"]
+    assert r.grpo["learning_rate"] == CPU_LEARNING_RATE
+    assert (r.sft_steps, r.grpo_steps) == (CPU_STEPS["sft"], CPU_STEPS["grpo"])
+    assert r.steps_basis.startswith("measured") and "docs/results.md" in r.steps_basis
+    assert "gradient_checkpointing" not in r.grpo
+    # asked for full fine-tuning: fp32 weights, whose small updates bf16 would round away
+    assert (
+        recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=fast, lora=False).load["dtype"]
+        == "float32"
+    )
+    # without native bf16: full fine-tuning in fp32; LoRA when asked, on fp32 weights
+    assert not recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=CPU).lora
+    assert (
+        recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=CPU, lora=True).load["dtype"]
+        == "float32"
+    )
+
+
+def test_detect_says_whether_this_cpu_has_native_bf16():
+    """Checked against the CPU's own flags (Linux), not against the torch call detect makes."""
+    import platform
+    from pathlib import Path
+
+    from kit.hardware import detect
+
+    if torch.cuda.is_available() or platform.system() != "Linux":
+        pytest.skip("reads /proc/cpuinfo of a machine without CUDA")
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    assert detect().cpu_bf16 == bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def test_a_rerun_resumes_from_the_last_checkpoint(tmp_path, capsys):
     """A run that saves checkpoints continues from its last one when run again (a lost Colab
     runtime); a run that saves none (the CPU default) starts afresh."""
