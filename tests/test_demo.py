@@ -341,10 +341,12 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
         "SFT + more SFT",
         "GRPO − SFT",
         "more SFT − SFT",
-        "GRPO − more SFT |",
+        "GRPO − more SFT",
+        "wall time",
+        "peak memory |",
     ]
     cells = row.strip("| ").split(" | ")
-    assert cells[0] == "0" and len(cells) == 7 and rule.count("---") == 7
+    assert cells[0] == "0" and len(cells) == 9 and rule.count("---") == 9
     # beside a run of the default model, a column says which warm-up each row's is
     default = {**summary, "model": {"hidden_size": 128, "layers": 2}}  # a summary before the option
     (tmp_path / "default.json").write_text(json.dumps(default))
@@ -379,12 +381,14 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
 
 def test_the_table_of_runs_reads_their_summaries(demo, tmp_path, capsys):
     """``--table`` trains nothing: one Markdown row per summary.json, with each model's win
-    rate and interval and GRPO − SFT as the run measured it; a missing file is refused."""
+    rate and interval, GRPO − SFT as the run measured it, its wall time and peak memory (a
+    summary from before they were measured has neither column); a missing file is refused."""
     out, _, summary = demo
     runs = sorted((ROOT / "runs" / "demo").glob("*"))
     table = main(["--table", str(out / "summary.json"), str(out / "summary.json")])["table"]
     header, _, *rows = table.splitlines()
-    assert header == "| seed | SFT win rate | SFT + GRPO | GRPO − SFT |"  # no control in this run
+    # no control in this run
+    assert header == "| seed | SFT win rate | SFT + GRPO | GRPO − SFT | wall time | peak memory |"
     sft, grpo = summary["evaluation"][1:]
     (win,) = [c for c in summary["grpo_vs_sft"] if c["metric"] == "win_rate"]
     cells = rows[0].strip("| ").split(" | ")
@@ -395,7 +399,13 @@ def test_the_table_of_runs_reads_their_summaries(demo, tmp_path, capsys):
     assert cells[2].startswith(f"{grpo['win_rate']:.2f} ")
     p = win["p_value"]
     assert p < 0.0005 or cells[3].endswith(f"p {p:.3f}" if p < 0.1 else f"p {p:.2f}")
+    minutes, memory = summary["seconds"]["total"] / 60, max(summary["peak_rss_gb"].values())
+    assert cells[4:] == [f"{minutes:.0f} min (2 threads)", f"{memory:.1f} GB"]
     assert table in capsys.readouterr().out
+    older = {k: v for k, v in summary.items() if k != "peak_rss_gb"}
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    header = main(["--table", str(out / "summary.json"), str(tmp_path / "older.json")])["table"]
+    assert header.splitlines()[0] == "| seed | SFT win rate | SFT + GRPO | GRPO − SFT |"
     assert sorted((ROOT / "runs" / "demo").glob("*")) == runs  # it made no run folder
     with pytest.raises(SystemExit) as refused:
         main(["--table", str(tmp_path / "nothing.json")])
