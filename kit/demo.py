@@ -330,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "grpo_where": args.grpo_where,
         "max_completion_length": args.max_completion_length,
         "eval_generations": args.eval_generations,
+        "eval_batch_size": evaluation_batch,
         "temperature": args.temperature,
         "evaluation": [record for e in evaluations for record in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
@@ -679,7 +680,8 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
         temperature=summary["temperature"],
         seed=seed,
         max_completion_length=summary["max_completion_length"],
-        batch_size=64 if "name" in model else 256,  # the recipe's on a CPU; the tiny model's
+        # the run's own; a summary from before it was recorded is a tiny model's one batch
+        batch_size=summary.get("eval_batch_size", 256),
     )
     sft, after = evaluations
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
@@ -698,7 +700,7 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     record = finite(record)
     target = run / _reevaluation_name(seed, generations)
     with target.open("x") as file:  # never over an earlier one
-        file.write(json.dumps(finite(record), indent=1) + "\n")
+        file.write(json.dumps(record, indent=1) + "\n")
     print(text_table(evaluations, transpose=True))
     print("\nGRPO against its SFT starting point, played anew:")
     for comparison in comparisons:
