@@ -12,7 +12,7 @@ embeddings each of these rows is also an output row of the model, one it never w
 loss of every position pushes all such rows down together; SFT then leaves them alike. The
 script prints, per checkpoint (a ``kit.demo`` run folder's ``sft-model``, or any model folder;
 and the random tiny model it started from, ``--seed``), the similarity matrix and the mean of
-its off-diagonal entries (README, "Does it learn?").
+its off-diagonal entries (docs/results.md, "Does it learn?").
 """
 
 from __future__ import annotations

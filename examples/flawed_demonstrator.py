@@ -12,7 +12,7 @@ set's tasks and settings), then trained with the runbook's GRPO recipe and defau
 pays a catch whatever the demonstrator did. Every model is evaluated as ``python -m kit.demo``
 evaluates, on the held-out board heights, and the table counts its catches per ball column.
 
-What it found (README, "Does it learn?"): SFT copies the flaw exactly, and GRPO does not undo it.
+What it found (docs/results.md, "Does it learn?"): SFT copies the flaw exactly, and GRPO does not undo it.
 GRPO can only reinforce what the policy samples, and a move the demonstrator never made is one
 the warmed-up policy does not sample at temperature 0.5: no group of an edge task holds a catch,
 and its only spread, partial credit, pays for ending one column short.
@@ -36,7 +36,7 @@ from kit.episode import Message, Policy, assistant_message
 from kit.solvers.catch import last_board
 from kit.solvers.policies import PolicyFactory, latest, solver_policy
 
-# The setting the README's figures were measured in: the tiny model with tied embeddings, 1,000
+# The setting docs/results.md's figures were measured in: the tiny model with tied embeddings, 1,000
 # SFT steps and 40 GRPO steps, the runbook's recipe then (it has since moved to an untied model,
 # 500 and 120 steps, at which the script was not run).
 TIE_WORD_EMBEDDINGS = True
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kit.train import GRPO, grpo, warm_up
 
     quiet_libraries()
-    pin_threads(1)  # as the README measured it: a CPU run repeats at one thread count
+    pin_threads(1)  # as docs/results.md measured it: a CPU run repeats at one thread count
     clock = time.perf_counter()
 
     def measure(player: Any, name: str, tokenizer: Any = None) -> Any:

@@ -12,7 +12,7 @@ budget and seed; so the held-out episodes are the run's own, figure for figure),
 ball column each model's win rate (``kit.evaluate.by_task``) and its first moves. It writes
 every figure to ``by_column.json`` in the run's folder (refusing to overwrite one).
 
-What it found (README, "Does it learn?"): GRPO sharpens the first move the warmed-up model
+What it found (docs/results.md, "Does it learn?"): GRPO sharpens the first move the warmed-up model
 already prefers in each column. Where that move is the right one, the column's win rate rises;
 where it is the wrong one, GRPO makes the column worse. A seed whose SFT model prefers a wrong
 move in some column gains less than its wins elsewhere suggest, or nothing.
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kit.models import load
 
     quiet_libraries()
-    pin_threads(1)  # as the README measured it: a CPU run repeats at one thread count
+    pin_threads(1)  # as docs/results.md measured it: a CPU run repeats at one thread count
     clock = time.perf_counter()
     seed = run_summary["seed"]
     models = {name: load(path) for name, path in checkpoints.items()}

@@ -7,7 +7,7 @@
     python -m kit.demo --hidden-size 256 --layers 4         # a larger tiny model (slower)
     python -m kit.demo --tie-word-embeddings --sft-steps 1000 --grpo-steps 40 --threads 1  # the old recipe
     python -m kit.demo --sft-from runs/demo/RUN --grpo beta=0.2  # GRPO variants, one warm-up
-    python -m kit.demo --table runs/demo/*/summary.json  # the README's table of those runs
+    python -m kit.demo --table runs/demo/*/summary.json  # the results table of those runs (docs/results.md)
     python -m kit.demo --model smollm2 --sft-steps 40 --grpo-steps 24 --eval-generations 4 \
         --grpo-where 'rows=[5,6,7]'                      # SmolLM2-135M, LoRA (docs/results.md)
     python -m kit.demo --evaluate runs/demo/RUN --eval-generations 16 --seed 100  # again, anew
@@ -56,7 +56,7 @@ a seed the run never used, and compares them (``RUN/evaluation-seed<S>-<N>-per-t
 ``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
 eval boards still have heights no phase trained on). With ``ball_col=0`` the ball always falls in
 the left column, so a player wins without reading the board: the control that tells a model
-that cannot learn from one that cannot see (README, "Does it learn?").
+that cannot learn from one that cannot see (docs/results.md, "Does it learn?").
 
 ``--grpo KEY=VALUE`` changes one field of GRPO's recipe (``kit.train.GRPO``) or any other
 ``trl.GRPOConfig`` field (``learning_rate=2e-4``, ``beta=0.2``, ``loss_type=dr_grpo``), checked
@@ -102,7 +102,7 @@ GRPO_FIGURES = (
 )
 COMPARED = ("win_rate", "finished", "mean_reward")
 # torch threads of a run unless --threads says otherwise: the cores of the machine CI runs on,
-# where the default run takes about 11 minutes at two and did not fit 15 at one (README)
+# where the default run takes about 11 minutes at two and did not fit 15 at one (docs/results.md)
 THREADS = 2
 
 
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     quiet_libraries()
     # GRPO on a CPU repeats exactly only at the same number of threads, set (kit.runs.pin_threads
-    # says why); two by default, whatever the machine has, so that the README's tables repeat
+    # says why); two by default, whatever the machine has, so that the results' tables repeat
     # anywhere, and a 2-core machine runs the default in its 15 minutes.
     pin_threads(args.threads)
 
@@ -154,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # for a pretrained one
     evaluation_batch = 256 if r is None else r.evaluation["batch_size"]
     lora = {} if r is None else {"peft_config": r.peft_config}
+    generation_kwargs = {**args.recipe, **args.grpo}.get("generation_kwargs")
 
     def measure(name: str, player: Any = None) -> Evaluation:
         clock = time.perf_counter()
@@ -170,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             name=name,
             batch_size=evaluation_batch,
             chat_template_kwargs=None if r is None else r.evaluation["chat_template_kwargs"],
+            # what GRPO generates with (a CPU recipe's turn cap, kit.train.CPU_TURN_TOKENS, or
+            # --grpo generation_kwargs=...): an evaluation plays the game GRPO played
+            generation_kwargs=generation_kwargs,
         )
         seconds[f"evaluate {name}"] = time.perf_counter() - clock
         memory[f"evaluate {name}"] = peak_rss_gb()
@@ -332,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "eval_generations": args.eval_generations,
         "eval_batch_size": evaluation_batch,
         "temperature": args.temperature,
+        # what GRPO and every evaluation generated with on top of the sampling (a turn's cap)
+        "generation_kwargs": generation_kwargs,
         "evaluation": [record for e in evaluations for record in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
         "breakdown": breakdown,
@@ -487,7 +493,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         type=Path,
         metavar="SUMMARY",
-        help="train nothing: print the README's table of these runs' summary.json files",
+        help="train nothing: print the results table of these runs' summary.json files",
     )
     args = parser.parse_args(argv)
     if args.evaluate:
@@ -682,6 +688,8 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
         max_completion_length=summary["max_completion_length"],
         # the run's own; a summary from before it was recorded is a tiny model's one batch
         batch_size=summary.get("eval_batch_size", 256),
+        # the turn cap the run's GRPO and evaluations sampled with, if it had one
+        generation_kwargs=summary.get("generation_kwargs"),
     )
     sft, after = evaluations
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
@@ -872,7 +880,7 @@ def _pairs(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
-    """The README's table of runs (one row per ``summary.json``, usually one per seed), as
+    """The results table of runs (one row per ``summary.json``, usually one per seed), as
     Markdown: each model's win rate with its Wilson interval, and the paired comparisons with
     their intervals and p-values; the control's columns when every run has one, the warm-up (SFT
     steps, and the model where it is not the default tiny one) and GRPO's steps and changed

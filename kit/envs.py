@@ -179,7 +179,7 @@ class GameEnv:
         references' texts never say so: a Catch board just loses its ball, a Wordle reply just
         repeats the guess. A small model that cannot read that off the board learns instead to
         stop after as many calls as the training games took, and on a held-out board height
-        stops too early (README, "Does it learn?")."""
+        stops too early (docs/results.md, "Does it learn?")."""
         if not step.done:
             return step.observation
         separator = "" if step.observation.endswith("\n") or not step.observation else "\n"

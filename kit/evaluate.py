@@ -542,6 +542,7 @@ def evaluate(
     name: str | None = None,
     batch_size: int = 32,
     chat_template_kwargs: dict[str, Any] | None = None,
+    generation_kwargs: dict[str, Any] | None = None,
     progress: bool = False,
 ) -> Evaluation:
     """Play every task of ``game``'s ``split`` ``num_generations`` times with ``player``; report
@@ -563,7 +564,10 @@ def evaluate(
     ``kit.tasks.TURN_LIMITS``, ``rewards`` to each game's ``default_reward``. ``seed`` fixes the
     task subset, the sampling and the bootstrap. ``chat_template_kwargs`` go to the model's chat
     template, as ``GRPOConfig``'s do (``{"enable_thinking": False}`` for Qwen3:
-    ``kit.train.recipe`` sets it).
+    ``kit.train.recipe`` sets it). ``generation_kwargs`` go to the generation backend on top of
+    everything else, as ``GRPOConfig.generation_kwargs`` do: pass the ones GRPO trained with
+    (``kit.train.recipe`` caps a turn with ``{"max_new_tokens": ...}`` on a CPU) so that the
+    evaluation plays the game GRPO played.
     """
     games = [game] if isinstance(game, str) else list(game)
     _check(player, games, tokenizer, tasks, num_generations, seed)
@@ -598,6 +602,7 @@ def evaluate(
                 cap=cap,
                 batch_size=batch_size,
                 chat_template_kwargs=chat_template_kwargs,
+                generation_kwargs=generation_kwargs,
                 progress=progress,
             )
         else:
@@ -739,6 +744,7 @@ def _play_model(
     cap: int,
     batch_size: int,
     chat_template_kwargs: dict[str, Any] | None,
+    generation_kwargs: dict[str, Any] | None,
     progress: bool,
 ) -> list[Trajectory]:
     from kit.rollout import rollout
@@ -760,6 +766,7 @@ def _play_model(
             seed=seed,
             batch_size=batch_size,
             chat_template_kwargs=chat_template_kwargs,
+            generation_kwargs=generation_kwargs,
             progress=progress,
         )
     finally:

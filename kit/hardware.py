@@ -84,7 +84,7 @@ class Device:
 
 
 CPU = Device("cpu")
-# The GPUs the README's profile table names, as ``torch.cuda`` reports them.
+# The GPUs docs/gpu.md's profile table names, as ``torch.cuda`` reports them.
 T4 = Device("Tesla T4", 15.0, (7, 5))
 L4 = Device("NVIDIA L4", 22.0, (8, 9))
 A100_40 = Device("NVIDIA A100-SXM4-40GB", 39.4, (8, 0))
@@ -332,7 +332,7 @@ def kept_bytes(
     ``layers`` layers, on the CPU. The loss is TRL's: its fused LM head scores the completion in
     tiles (``trl.trainer.utils.add_fused_lm_head``, as ``GRPOTrainer`` installs it), times the
     importance ratio of one iteration. Full fine-tuning runs fp32 weights under bf16 autocast
-    (TRL's mixed precision); LoRA runs :data:`kit.train.LORA` adapters on bf16 weights. Counted
+    (TRL's mixed precision); LoRA runs :data:`kit.defaults.LORA` adapters on bf16 weights. Counted
     once per storage; the weights themselves are not counted."""
     import gc
 
@@ -354,11 +354,11 @@ def kept_bytes(
             parameter.zero_()  # any values: what is kept depends on the shapes alone
     add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
     if lora:
-        from peft import get_peft_model
+        from peft import LoraConfig, get_peft_model
 
-        from kit.train import lora_config
+        from kit.defaults import LORA
 
-        model = get_peft_model(model, lora_config())
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA))
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if lora:
@@ -502,8 +502,8 @@ def kv_cache_bytes(config: Any, tokens: int, bytes_per_value: int = 2) -> int:
 def training_bytes(config: Any, lora: bool) -> int:
     """Weights, gradients and optimiser state of a model with ``config``: 16 bytes a parameter
     for full fine-tuning (:data:`FULL_BYTES_PER_PARAMETER`); 16-bit weights plus 16 bytes an
-    adapter parameter for LoRA (:data:`kit.train.LORA`). Computed from exact parameter counts."""
-    from kit.train import LORA
+    adapter parameter for LoRA (:data:`kit.defaults.LORA`). Computed from exact parameter counts."""
+    from kit.defaults import LORA
 
     parameters = count_parameters(config)
     if not lora:
@@ -673,11 +673,11 @@ def profile_table(
     Generation with transformers (the default): the KV cache of the recipe's 32 rollouts a step
     at once is computed, and the step fits if the fixed part plus the larger of the two takes
     at most :data:`USABLE_SHARE` of the GPU. With ``vllm=True``, vLLM colocated with its share
-    (``kit.train.VLLM_MEMORY_SHARE``): training's fixed part plus the activations must fit in
+    (``kit.defaults.VLLM_MEMORY_SHARE``): training's fixed part plus the activations must fit in
     :data:`USABLE_SHARE` less that share, and vLLM's share holds its 16-bit copy of the weights
     and the KV cache of the rollouts it generates at once (:func:`grpo_batch`). ``python -m
     kit.hardware [--vllm]`` prints it."""
-    from kit.train import LORA, PRETRAINED_GRPO, VLLM_MEMORY_SHARE
+    from kit.defaults import LORA, PRETRAINED_GRPO, VLLM_MEMORY_SHARE
 
     rows = PRETRAINED_GRPO["per_device_train_batch_size"]
     generated = rows * PRETRAINED_GRPO["gradient_accumulation_steps"]  # TRL's default

@@ -177,7 +177,7 @@ def tiny_config(
     never writes is also the output row that every position's loss pushes down, and Catch's
     board rows, one token each (``'...o.'``), end up alike: after the tied model's 1,000-step
     warm-up two different ball rows had a cosine similarity of 0.65 on seed 0, and the model
-    could not tell column 3 from column 1 (README, "Does it learn?")."""
+    could not tell column 3 from column 1 (docs/results.md, "Does it learn?")."""
     # type(), not isinstance(): True is an int. A width that 4 heads cannot share evenly, or
     # heads of odd width (rotary embeddings rotate pairs of dimensions), would fail later, inside
     # transformers, with a shape error.

@@ -21,6 +21,8 @@ continue this episode raises ``SessionLostError`` instead of playing on a board 
 from __future__ import annotations
 
 import inspect
+import json
+import urllib.request
 import warnings
 import weakref
 from typing import Any, ClassVar
@@ -35,7 +37,7 @@ try:
     from openenv.core.env_client import EnvClient
     from websockets.exceptions import ConnectionClosed
 
-    from kit.serve import ENVIRONMENTS
+    from kit.serve import ENVIRONMENTS, environment_class, resolve_env
     from kit.serve.base import BOOKKEEPING, KitAction, KitObservation, KitState, OfficialReader
 except ImportError as error:  # the serve extra is optional; the rest of the kit does not need it
     raise ImportError("kit.remote needs OpenEnv: pip install 'kit[serve]'") from error
@@ -340,3 +342,31 @@ def env(game: str | type[GameEnv], base_url: str, **client_options: Any) -> type
             "__doc__": base.__doc__,
         },
     )
+
+
+def spec_to_factory(spec: str, *, game: str | None = None, **client_options: Any) -> type:
+    """A zero-argument class for ``GRPOTrainer(environment_factory=...)`` playing ``spec``.
+
+    ``spec`` as in ``resolve_env`` (a server started here lives as long as the process; its
+    ``Server`` is the class's ``server`` attribute). The game is the served environment's, or
+    for a URL the one its ``/metadata`` names (``game=`` for a server that is not the kit's).
+    ``client_options`` go to :func:`env`.
+    """
+    url, server = resolve_env(spec)
+    if game is None:
+        game = environment_class(spec).game_name if server is not None else _served_game(url)
+    factory = env(game, url, **client_options)
+    factory.server = server
+    return factory
+
+
+def _served_game(url: str) -> str:
+    http = url.replace("ws://", "http://", 1).replace("wss://", "https://", 1).rstrip("/")
+    with urllib.request.urlopen(f"{http}/metadata", timeout=30) as response:
+        name = json.load(response).get("name", "")
+    game = name.removeprefix("kit-")
+    if not name.startswith("kit-") or game not in ENVIRONMENTS:
+        raise ValueError(
+            f"{url} serves {name!r}, not a kit game: pass game= (one of {sorted(ENVIRONMENTS)})"
+        )
+    return game

@@ -413,23 +413,3 @@ def validate_environments(
         if missing:
             raise ValueError(f"rows of {missing} get no reward from any reward function")
     return dict(counts)
-
-
-# kit.scoring's names, importable from here as before the split. Loaded on first use, since
-# kit.scoring imports this module: an import at the top would be a cycle.
-_SCORING = (
-    "compute_score",
-    "parse_tool_calls",
-    "replay",
-    "reward_func",
-    "score",
-    "single_turn_reward",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SCORING:
-        from kit import scoring
-
-        return getattr(scoring, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """A real GRPO step through an env at each model size, on this machine's GPU: peak memory and
-step time beside what ``kit.hardware`` predicts (issue 8 §2, the README's profile table).
+step time beside what ``kit.hardware`` predicts (issue 8 §2, docs/gpu.md's profile table).
 
     python scripts/gpu_profile.py                          # every Qwen3 size, Catch, 2 steps
     python scripts/gpu_profile.py --models Qwen/Qwen3-0.6B --game sudoku --steps 1

@@ -137,3 +137,25 @@ def test_the_precision_benchmark_times_both_precisions():
         "benchmarks/precision.py", "--rows", "2", "--tokens", "16", "--rounds", "2", "--layers", "1"
     )
     assert "fp32: median" in out and "bf16: median" in out and "fp32 / bf16: " in out
+
+
+@pytest.mark.slow
+def test_the_grpo_step_benchmark_splits_a_step_into_phases(tmp_path):
+    """Two GRPO steps of a random tiny model (the first untimed); every phase TRL's step goes
+    through is reported, and the shares add up to the whole timed step."""
+    out = _run(
+        "benchmarks/grpo_step.py", "--sft-steps", "1", "--steps", "1", "--threads", "1",
+        "--out", str(tmp_path),
+        "--grpo", "per_device_train_batch_size=4", "num_generations=2", "max_completion_length=16",
+    )  # fmt: skip
+    assert "1 timed steps" in out
+    shares = {
+        line[:48].strip(): float(line[48:].split()[1].rstrip("%"))
+        for line in out.splitlines()
+        if re.match(r".{48} +[-\d.]+ +[-\d.]+% +\d+$", line)
+    }
+    for phase in ("generation, first turn", "backward and the rest of training_step",
+                  "forward (loss)", "optimizer step", "kit capture", "rewards"):  # fmt: skip
+        assert phase in shares, phase
+    assert sum(shares.values()) == pytest.approx(100.0, abs=0.5)
+    assert shares["generation, first turn"] > 0

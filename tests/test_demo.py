@@ -1,7 +1,7 @@
 """`python -m kit.demo` runs end to end as a researcher runs it, and what it writes adds up.
 
 Tiny settings (5 SFT steps, 1 GRPO step, 2 episodes per task): the point is the pipeline and
-the bookkeeping, not the learning, whose figures README.md reports with their command.
+the bookkeeping, not the learning, whose figures docs/results.md reports with their command.
 """
 
 from __future__ import annotations
@@ -335,7 +335,7 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
         grpo["win_rate"] - more["win_rate"]
     )
     assert "more SFT against SFT: win rate" in done.stdout
-    # --table prints the README's row of this run, the control's columns included.
+    # --table prints the results row of this run, the control's columns included.
     header, rule, row = main(["--table", str(out / "summary.json")])["table"].splitlines()
     assert header.split(" | ")[3:] == [
         "SFT + more SFT",
@@ -445,7 +445,7 @@ def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chos
     narrows GRPO's tasks and leaves every held-out task to the evaluations; the summary records
     the model, the peak memory and kit.masks.build against every trajectory GRPO trained on."""
     from kit.models import save
-    from kit.train import CPU_GRPO, LORA, recipe
+    from kit.train import CPU_GRPO, CPU_TURN_TOKENS, LORA, recipe
 
     folder = tmp_path / "pretrained"
     save(*tiny_model(seed=5), folder)
@@ -467,6 +467,10 @@ def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chos
     assert grpo["temperature"] == CPU_GRPO["temperature"] == summary["temperature"]
     for key in ("per_device_train_batch_size", "num_generations", "learning_rate"):
         assert grpo[key] == r.grpo[key], key
+    # the CPU recipe's turn cap reached GRPO and the evaluations alike
+    cap = {"max_new_tokens": CPU_TURN_TOKENS}
+    assert grpo["generation_kwargs"] == summary["generation_kwargs"] == cap
+    assert grpo["gradient_checkpointing"] is False
     masks = summary["masks"]
     assert masks["trajectories"] == CPU_GRPO["per_device_train_batch_size"]
     assert masks["exact"] + len(masks["other"]) == masks["trajectories"]

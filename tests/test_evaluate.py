@@ -279,6 +279,24 @@ def test_the_random_tiny_model_plays_for_real_and_reproducibly(tiny):
     assert ids[0] != ids[1]  # the two samples of one task differ
 
 
+def test_generation_kwargs_reach_the_model_as_grpo_s_do(tiny):
+    """A turn cap GRPO trains with (``kit.train.recipe`` on a CPU: ``generation_kwargs=
+    {"max_new_tokens": ...}``) caps the evaluation's turns too, so that both play one game."""
+    model, tokenizer = tiny
+    free = evaluate(model, "catch", tokenizer, num_tasks=2, max_completion_length=48)
+    capped = evaluate(
+        model,
+        "catch",
+        tokenizer,
+        num_tasks=2,
+        max_completion_length=48,
+        generation_kwargs={"max_new_tokens": 5},
+    )
+    # the random model never stops by itself: uncapped, its one turn runs into the budget
+    assert all(len(t.completion_ids) > 5 for t in free["catch"].trajectories)
+    assert all(0 < len(t.completion_ids) <= 5 for t in capped["catch"].trajectories)
+
+
 @pytest.mark.slow
 def test_a_model_whose_calls_are_all_valid_gets_valid_rate_one(tiny):
     model, tokenizer = scripted(tiny, [STAY] * 9)

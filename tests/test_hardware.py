@@ -1,5 +1,5 @@
 """kit.hardware's memory figures (issue 8 §2): activations measured on the CPU as TRL's GRPO loss
-keeps them, and the stored measurements the README's profile table is made of.
+keeps them, and the stored measurements docs/gpu.md's profile table is made of.
 
 Kept bytes are exact counts (every storage autograd saves, once), so the checks are equalities:
 the linear model fitted from one and two layers predicts a deeper, longer run to the byte, and
@@ -63,7 +63,7 @@ def test_the_stored_measurements_are_what_this_code_measures(config, lora):
     stored = measured_activations()[QWEN]["lora" if lora else "full"]["checkpointed"]
     fresh = measure_activations(config, lora=lora, checkpointing=True)
     # exact on the stored versions of torch, transformers and TRL; a new release may move a
-    # byte here and there, not the figures the README gives
+    # byte here and there, not the figures docs/gpu.md gives
     for field in ("layer", "outside"):
         assert getattr(fresh, field) == pytest.approx(getattr(stored, field), rel=0.05), field
 
@@ -198,7 +198,7 @@ def test_the_profile_table_accounts_for_vllm_where_asked():
     ) in table
     assert "| Qwen/Qwen3-4B | LoRA r=16 | fp16 | 8.0 | 4.9 | 7.5 / 0.0 | no: vLLM's share" in table
     plain = profile_table(models=("Qwen/Qwen3-1.7B",), devices=(T4,))
-    assert "| 3.5 | 3.2 | 5.2 | yes |" in plain  # transformers' generate: the README's table
+    assert "| 3.5 | 3.2 | 5.2 | yes |" in plain  # transformers' generate: docs/gpu.md's table
 
 
 # -- the vllm extra on a CPU torch: a mismatched torchvision, named with its fix (issue 9) ------

@@ -56,7 +56,7 @@ def test_special_tokens_are_single_ids_and_eos_ends_a_turn(tiny):
 
 def test_every_catch_board_row_is_one_token(tiny):
     """Why the tokenizer keeps Catch's rows whole: with GPT-2's split ("..", "o", "..") the
-    2-layer model never learnt which column the ball is in (README, "Does it learn?")."""
+    2-layer model never learnt which column the ball is in (docs/results.md, "Does it learn?")."""
     from kit.games import make
 
     _, tokenizer = tiny

@@ -251,11 +251,11 @@ def test_cpu_recipe_keeps_the_model_on_the_cpu_and_saves_nothing(hub_like):
     assert "save_strategy" not in r.grpo and "gradient_checkpointing" not in r.sft
 
 
-def test_a_cpu_with_native_bf16_gets_lora_on_bf16_weights_and_the_cpu_batch(hub_like):
+def test_a_cpu_with_native_bf16_gets_lora_on_bf16_weights_and_the_cpu_batch(hub_like, tmp_path):
     """Where the CPU multiplies bf16 natively, a pretrained model trains LoRA adapters on bf16
     weights (benchmarks/precision.py: a forward pass 2.2 times as fast as fp32), with the CPU's GRPO batch, learning
     rate, temperature and steps; without it, full fine-tuning in fp32 as before."""
-    from kit.train import CPU_GRPO, CPU_LEARNING_RATE, CPU_STEPS
+    from kit.train import CPU_GRPO, CPU_LEARNING_RATE, CPU_STEPS, CPU_TURN_TOKENS, grpo_config
 
     fast = Device("cpu", cpu_bf16=True)
     r = recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=fast)
@@ -266,7 +266,16 @@ def test_a_cpu_with_native_bf16_gets_lora_on_bf16_weights_and_the_cpu_batch(hub_
     assert r.grpo["learning_rate"] == CPU_LEARNING_RATE
     assert (r.sft_steps, r.grpo_steps) == (CPU_STEPS["sft"], CPU_STEPS["grpo"])
     assert r.steps_basis.startswith("measured") and "docs/results.md" in r.steps_basis
-    assert "gradient_checkpointing" not in r.grpo
+    # no checkpointing on a CPU: it recomputes the loss's forward pass (benchmarks/grpo_step.py)
+    assert r.grpo["gradient_checkpointing"] is False
+    # a turn is capped, in GRPO and in the evaluations alike, and the cap is a GRPOConfig field
+    cap = {"max_new_tokens": CPU_TURN_TOKENS}
+    assert r.grpo["generation_kwargs"] == r.evaluation["generation_kwargs"] == cap
+    config = grpo_config(str(tmp_path), **{k: v for k, v in r.grpo.items()})
+    assert config.generation_kwargs == cap and config.gradient_checkpointing is False
+    # on a GPU neither: no cap (vLLM or a GPU generates a rambling turn cheaply), checkpointing on
+    gpu = recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=Device("Tesla T4", 15.0, (7, 5)))
+    assert "generation_kwargs" not in gpu.grpo and "generation_kwargs" not in gpu.evaluation
     # asked for full fine-tuning: fp32 weights, whose small updates bf16 would round away
     assert (
         recipe(hub_like["Qwen/Qwen3-0.6B"], "catch", device=fast, lora=False).load["dtype"]
@@ -376,8 +385,8 @@ def test_the_readmes_profile_table_is_the_code_s():
 
     from kit.hardware import profile_table
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert profile_table() in readme
+    gpu = (Path(__file__).resolve().parents[1] / "docs" / "gpu.md").read_text(encoding="utf-8")
+    assert profile_table() in gpu
 
 
 # -- vLLM, precision, steps, sampling and templates (issue 9) -----------------------------------

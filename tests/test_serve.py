@@ -29,7 +29,8 @@ pytest.importorskip("openenv", reason="kit.serve needs `pip install 'kit[serve]'
 import kit.remote  # noqa: E402
 import kit.serve  # noqa: E402
 from kit.envs import ENVS  # noqa: E402
-from kit.serve import ENVIRONMENTS, Server, resolve_env, spec_to_factory  # noqa: E402
+from kit.remote import spec_to_factory  # noqa: E402
+from kit.serve import ENVIRONMENTS, Server, resolve_env  # noqa: E402
 from kit.serve.base import BOOKKEEPING, KitEnvironment  # noqa: E402
 from kit.solvers import play  # noqa: E402
 

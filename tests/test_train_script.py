@@ -87,5 +87,5 @@ def test_the_readmes_deepspeed_and_fsdp_configs_ship_with_trl():
     folder = Path(trl.__file__).parent / "accelerate_configs"
     for name in ("zero2.yaml", "zero3.yaml", "fsdp2.yaml", "multi_gpu.yaml"):
         assert (folder / name).is_file(), name
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "/accelerate_configs/zero2.yaml" in readme
+    gpu = (Path(__file__).resolve().parents[1] / "docs" / "gpu.md").read_text()
+    assert "/accelerate_configs/zero2.yaml" in gpu

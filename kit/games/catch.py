@@ -70,7 +70,7 @@ class Catch:
     # A whole board row ("..o..") is one piece of text for the kit's tiny tokenizer
     # (``kit.models.tiny_tokenizer``). GPT-2's split cuts it into "..", "o", "..", and a 2-layer
     # model trained on the solver's games then never learns which column the ball is in
-    # (README, "Does it learn?"); as one token, a row's identity is the column.
+    # (docs/results.md, "Does it learn?"); as one token, a row's identity is the column.
     LINE_PATTERN: str = r"[.ox]+"
 
     def __init__(self, rows: int = 10, columns: int = 5) -> None:

@@ -6,7 +6,7 @@ typed clients) play it unchanged, because each game speaks its official server's
 (``kit/serve/<game>.py``). In a notebook the server is one line::
 
     url, server = kit.serve.resolve_env("wordle")        # served on a free loopback port
-    RemoteWordle = kit.serve.spec_to_factory("wordle")   # a zero-argument environment_factory
+    RemoteWordle = kit.remote.spec_to_factory("wordle")  # a zero-argument environment_factory
     server.close()
 
 and on a machine of its own: ``python -m kit.serve wordle --host 0.0.0.0 --port 8000``.
@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import os
 import random
 import socket
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 try:
     import uvicorn
@@ -203,41 +200,10 @@ def resolve_env(
     return server.url, server
 
 
-def spec_to_factory(spec: str, *, game: str | None = None, **client_options: Any) -> type:
-    """A zero-argument class for ``GRPOTrainer(environment_factory=...)`` playing ``spec``.
-
-    ``spec`` as in ``resolve_env`` (a server started here lives as long as the process; its
-    ``Server`` is the class's ``server`` attribute). The game is the served environment's, or
-    for a URL the one its ``/metadata`` names (``game=`` for a server that is not the kit's).
-    ``client_options`` go to ``kit.remote.env``.
-    """
-    import kit.remote
-
-    url, server = resolve_env(spec)
-    if game is None:
-        game = environment_class(spec).game_name if server is not None else _served_game(url)
-    factory = kit.remote.env(game, url, **client_options)
-    factory.server = server
-    return factory
-
-
-def _served_game(url: str) -> str:
-    http = url.replace("ws://", "http://", 1).replace("wss://", "https://", 1).rstrip("/")
-    with urllib.request.urlopen(f"{http}/metadata", timeout=30) as response:
-        name = json.load(response).get("name", "")
-    game = name.removeprefix("kit-")
-    if not name.startswith("kit-") or game not in ENVIRONMENTS:
-        raise ValueError(
-            f"{url} serves {name!r}, not a kit game: pass game= (one of {sorted(ENVIRONMENTS)})"
-        )
-    return game
-
-
 __all__ = [
     "ENVIRONMENTS",
     "KitEnvironment",
     "Server",
     "build_app",
     "resolve_env",
-    "spec_to_factory",
 ]
