@@ -42,6 +42,7 @@ from typing import Any
 # the checkout this file is in, not whichever one an editable install points at
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+TOOL_LOOP = "tool-call loop: env steps and bookkeeping"
 GENERATION_FIRST = "generation, first turn"
 GENERATION_LATER = "generation, later turns"
 OTHER = "the rest of the step (trainer loop)"
@@ -100,20 +101,12 @@ def timed(phases: Phases) -> Iterator[None]:
 
         setattr(owner, name, wrapper)
 
-    def generation(trainer: Any, prompt_ids: Sequence[Sequence[int]], *rest: Any, **kw: Any) -> str:
-        later = phases.within("tool-call loop: env steps and bookkeeping")
-        label = GENERATION_LATER if later else GENERATION_FIRST
-        if phases.on:
-            phases.tokens[label][0] += sum(map(len, prompt_ids))
-        return label
-
     def logps(*args: Any, **kwargs: Any) -> str:
         return "forward (loss)" if torch.is_grad_enabled() else "log-probs without gradient"
 
-    wrap(GRPOTrainer, "_generate_single_turn", generation)
     wrap(GRPOTrainer, "_tokenize_prompts", "chat template: prompts")
     wrap(GRPOTrainer, "_get_tool_suffix_ids", "chat template: tool results")
-    wrap(GRPOTrainer, "_tool_call_loop", "tool-call loop: env steps and bookkeeping")
+    wrap(GRPOTrainer, "_tool_call_loop", TOOL_LOOP)
     wrap(GRPOTrainer, "_generate", "first turn's parsing and bookkeeping")
     wrap(GRPOTrainer, "_calculate_rewards", "rewards")
     wrap(GRPOTrainer, "_get_per_token_logps_and_entropies", logps)
@@ -121,25 +114,22 @@ def timed(phases: Phases) -> Iterator[None]:
     wrap(GRPOTrainer, "training_step", "backward and the rest of training_step")
     wrap(grpo_module, "parse_response", "tool-call parsing (parse_response)")
     wrap(Capture, "_trajectories", "kit capture")
-    # the tokens each generation call wrote: counted from what it returns
+    # a generation call is timed under the turn it generates, with the tokens it read and wrote
     original_turn = GRPOTrainer._generate_single_turn
+    restore.append((GRPOTrainer, "_generate_single_turn", original_turn))
 
-    def counted(self: Any, prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original_turn(self, prompt_ids, *args, **kwargs)
+    def turn(self: Any, prompt_ids: Sequence[Sequence[int]], *args: Any, **kwargs: Any) -> Any:
+        label = GENERATION_LATER if phases.within(TOOL_LOOP) else GENERATION_FIRST
+        result = phases.time(label, lambda: original_turn(self, prompt_ids, *args, **kwargs))
         if phases.on:
-            label = (
-                GENERATION_LATER
-                if phases.within("tool-call loop: env steps and bookkeeping")
-                else GENERATION_FIRST
-            )
+            phases.tokens[label][0] += sum(map(len, prompt_ids))
             phases.tokens[label][1] += sum(map(len, result[0]))
         return result
 
-    GRPOTrainer._generate_single_turn = counted
+    GRPOTrainer._generate_single_turn = turn
     try:
         yield
     finally:
-        GRPOTrainer._generate_single_turn = original_turn
         for owner, name, original in reversed(restore):
             setattr(owner, name, original)
 
@@ -210,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         help="SFT warm-up first, so that the model calls tools (default: the runbook's)",
     )
     parser.add_argument(
-        "--sft-from", type=Path, help="a kit.demo run whose sft-model to start from"
+        "--sft-from", type=Path, help="a tiny-model kit.demo run whose sft-model to start from"
     )
     parser.add_argument(
         "--grpo",

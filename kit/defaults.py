@@ -9,6 +9,8 @@ machine.
 
 from __future__ import annotations
 
+from typing import Any
+
 # SFT warm-up: one whole conversation per step (a Catch game is 554 to 1,006 tokens with the tiny
 # tokenizer; a conversation cut short teaches only its first turns, and later calls come out
 # malformed). Learning rate 5e-4: at 2e-3 the tiny model learnt the format and when to stay, and
@@ -51,6 +53,15 @@ PRETRAINED_LEARNING_RATES = {"sft": 1e-5, "grpo": 1e-6}
 LORA_LEARNING_RATES = {"sft": 2e-4, "grpo": 1e-5}
 # Rank 16 on every linear layer: the usual LoRA for a 0.5-8B model (TRL's and PEFT's examples).
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
+
+
+def lora_config() -> Any:
+    """A ``peft.LoraConfig`` of :data:`LORA`, the kit's LoRA, for ``peft_config=``."""
+    from peft import LoraConfig
+
+    return LoraConfig(task_type="CAUSAL_LM", **LORA)
+
+
 # GRPO for a pretrained model: 4 tasks x 8 rollouts per optimiser step as in GRPO above, at
 # TRL's temperature.
 PRETRAINED_GRPO = {

@@ -82,13 +82,13 @@ from pathlib import Path
 from typing import Any
 
 from kit import registry
+from kit.defaults import GRPO, GRPO_STEPS, LORA, SAMPLING, SFT, SFT_STEPS
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
 from kit.masks import rebuild_report
 from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, TINY_TIE_WORD_EMBEDDINGS, tiny_config
 from kit.runs import finite, peak_rss_gb, pin_threads, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
-from kit.train import GRPO, GRPO_STEPS, LORA, SAMPLING, SFT, SFT_STEPS
 
 GRPO_FIGURES = (
     "loss",
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             name=name,
             batch_size=evaluation_batch,
             chat_template_kwargs=None if r is None else r.evaluation["chat_template_kwargs"],
-            # what GRPO generates with (a CPU recipe's turn cap, kit.train.CPU_TURN_TOKENS, or
+            # what GRPO generates with (a CPU recipe's turn cap, kit.defaults.CPU_TURN_TOKENS, or
             # --grpo generation_kwargs=...): an evaluation plays the game GRPO played
             generation_kwargs=generation_kwargs,
         )

@@ -354,11 +354,11 @@ def kept_bytes(
             parameter.zero_()  # any values: what is kept depends on the shapes alone
     add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
     if lora:
-        from peft import LoraConfig, get_peft_model
+        from peft import get_peft_model
 
-        from kit.defaults import LORA
+        from kit.defaults import lora_config
 
-        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA))
+        model = get_peft_model(model, lora_config())
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if lora:

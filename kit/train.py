@@ -34,7 +34,6 @@ from kit.defaults import (
     CPU_TURN_TOKENS,
     GRPO,
     GRPO_STEPS,
-    LORA,
     LORA_LEARNING_RATES,
     PRETRAINED_GRPO,
     PRETRAINED_LEARNING_RATES,
@@ -44,6 +43,7 @@ from kit.defaults import (
     SFT_STEPS,
     STEPS_BASIS,
     VLLM_MEMORY_SHARE,
+    lora_config,
 )
 from kit.hardware import Device
 
@@ -427,13 +427,6 @@ def chat_template_for(tokenizer: Any, name: str = "the model") -> str | None:
         f"and <|im_end|> tokens for TRL's {CHATML_TEMPLATE} template to use: give the tokenizer "
         "one of TRL's templates (trl/chat_templates/*.jinja) or a response_template of its own"
     )
-
-
-def lora_config() -> Any:
-    """A ``peft.LoraConfig`` of :data:`LORA`, the kit's LoRA, for ``peft_config=``."""
-    from peft import LoraConfig
-
-    return LoraConfig(task_type="CAUSAL_LM", **LORA)
 
 
 def sft_trainer(

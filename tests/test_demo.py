@@ -444,8 +444,9 @@ def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chos
     adapters, the recipe's batch, learning rate and sampling, no base evaluation); ``--grpo-where``
     narrows GRPO's tasks and leaves every held-out task to the evaluations; the summary records
     the model, the peak memory and kit.masks.build against every trajectory GRPO trained on."""
+    from kit.defaults import CPU_GRPO, CPU_TURN_TOKENS, LORA
     from kit.models import save
-    from kit.train import CPU_GRPO, CPU_TURN_TOKENS, LORA, recipe
+    from kit.train import recipe
 
     folder = tmp_path / "pretrained"
     save(*tiny_model(seed=5), folder)
