@@ -12,8 +12,9 @@ recipe, its reward, ``kit.capture.Capture``) with every phase of TRL 1.16's step
 the trainer class's methods for the run (TRL itself is not modified), and prints each phase's
 exclusive seconds and share of the timed steps:
 
-* generation, first turn and later turns (``_generate_single_turn``: ``model.generate``), with
-  the tokens each turn read and wrote;
+* generation, first turn and later turns (``model.generate``, through TRL's
+  ``_generate_single_turn`` or the kit's cache-keeping one, ``kit.rollout.reuse_turn_caches``),
+  with the tokens each turn read and wrote;
 * the chat template: prompts (``_tokenize_prompts``) and tool results (``_get_tool_suffix_ids``);
 * tool-call parsing (``parse_response``) and the tool loop's own work: env steps, bookkeeping
   (``_tool_call_loop`` less what it calls);
@@ -114,19 +115,37 @@ def timed(phases: Phases) -> Iterator[None]:
     wrap(GRPOTrainer, "training_step", "backward and the rest of training_step")
     wrap(grpo_module, "parse_response", "tool-call parsing (parse_response)")
     wrap(Capture, "_trajectories", "kit capture")
-    # a generation call is timed under the turn it generates, with the tokens it read and wrote
-    original_turn = GRPOTrainer._generate_single_turn
-    restore.append((GRPOTrainer, "_generate_single_turn", original_turn))
+    # A generation call is timed under the turn it generates, with the tokens it read and wrote:
+    # TRL's own (every token of every prompt read) and the kit's, which kit.train.grpo installs
+    # (kit.rollout.reuse_turn_caches: a kept cache's tokens are not read again).
+    from kit.rollout import _TransformersGenerate
 
-    def turn(self: Any, prompt_ids: Sequence[Sequence[int]], *args: Any, **kwargs: Any) -> Any:
-        label = GENERATION_LATER if phases.within(TOOL_LOOP) else GENERATION_FIRST
+    def turn_label() -> str:
+        return GENERATION_LATER if phases.within(TOOL_LOOP) else GENERATION_FIRST
+
+    original_turn = GRPOTrainer._generate_single_turn
+    original_generate = _TransformersGenerate.__call__
+    restore.append((GRPOTrainer, "_generate_single_turn", original_turn))
+    restore.append((_TransformersGenerate, "__call__", original_generate))
+
+    def trl_turn(self: Any, prompt_ids: Sequence[Sequence[int]], *args: Any, **kwargs: Any) -> Any:
+        label = turn_label()
         result = phases.time(label, lambda: original_turn(self, prompt_ids, *args, **kwargs))
         if phases.on:
             phases.tokens[label][0] += sum(map(len, prompt_ids))
             phases.tokens[label][1] += sum(map(len, result[0]))
         return result
 
-    GRPOTrainer._generate_single_turn = turn
+    def kit_turn(self: Any, prompts: list[list[int]]) -> list[list[int]]:
+        label, before = turn_label(), self.prompt_tokens
+        result = phases.time(label, lambda: original_generate(self, prompts))
+        if phases.on:
+            phases.tokens[label][0] += self.prompt_tokens - before
+            phases.tokens[label][1] += sum(map(len, result))
+        return result
+
+    GRPOTrainer._generate_single_turn = trl_turn
+    _TransformersGenerate.__call__ = kit_turn
     try:
         yield
     finally:

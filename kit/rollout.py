@@ -404,10 +404,30 @@ class _Generate:
 
 
 class _TransformersGenerate(_Generate):
+    """``model.generate`` that keeps a batch's KV cache for the next turn of the same episodes.
+
+    Why: an episode's next prompt is its last prompt, the turn it wrote and the tool results, and
+    TRL's transformers path reads all of it again every turn. On a CPU that re-reading is most of
+    an evaluation's time (SmolLM2-135M: 1.4 ms a prompt token on 2 cores, so a 10-turn Catch game
+    of about 800 tokens re-reads some 4,000). Here each call keeps its tokens, which of them are
+    real (the prompt and the completion up to its EOS), and the cache; a prompt that extends a kept
+    row's real tokens reuses that row's cache and the model reads only the new tokens. The gaps
+    (left padding, tokens after an EOS, the padding that aligns the new tokens) are masked, and
+    positions come from the mask's running count (``generate``'s rule), so a reused row sees the
+    tokens and positions a fresh read would: the same completion, up to floating-point rounding
+    (``tests/test_rollout.py`` compares the two token for token). A batch with any prompt that
+    extends no kept row is read afresh."""
+
     def __init__(self, model: Any, config: Any, eos: list[int], pad: int, seed: int) -> None:
         self.model, self.config, self.eos, self.pad, self.seed = model, config, eos, pad, seed
         self.stop = {*eos, pad}
         self.max_length = getattr(model.config, "max_position_embeddings", None) or float("inf")
+        self.prompt_tokens = 0  # tokens the model has read as prompts, for benchmarks
+        self._kept: tuple[Any, Any, Any, dict[tuple[int, ...], int]] | None = None
+
+    def forget(self) -> None:
+        """Drop the kept cache (the weights changed, or the episodes are over)."""
+        self._kept = None
 
     @contextlib.contextmanager
     def seeded(self) -> Iterator[None]:
@@ -420,22 +440,121 @@ class _TransformersGenerate(_Generate):
 
     def __call__(self, prompts: list[list[int]]) -> list[list[int]]:
         import torch
+        from transformers import DynamicCache
 
-        width = max(map(len, prompts))
         device = self.model.device
-        input_ids = torch.tensor(
-            [[self.pad] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=device
-        )
-        attention_mask = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts],
-            dtype=torch.long,
-            device=device,
-        )
+        kept, self._kept = self._kept, None  # a failed call leaves no cache behind
+        rows = self._extended_rows(kept, prompts)
+        if rows is None:
+            cache, width = DynamicCache(config=self.model.config), max(map(len, prompts))
+            ids, mask = _left_padded(prompts, self.pad, device)
+            self.prompt_tokens += int(mask.sum())
+        else:
+            tokens, real, cache, _ = kept
+            index = torch.tensor([row for row, _ in rows], device=device)
+            cache.batch_select_indices(index)
+            new, new_mask = _left_padded(
+                [p[n:] for p, (_, n) in zip(prompts, rows, strict=True)], self.pad, device
+            )
+            ids = torch.cat([tokens[index], new], dim=1)
+            mask = torch.cat([real[index], new_mask], dim=1)
+            width = ids.shape[1]
+            self.prompt_tokens += int(new_mask.sum())
         with torch.no_grad():
             output = self.model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=self.config
+                input_ids=ids, attention_mask=mask, cache=cache, generation_config=self.config
             )
-        return [_cut_at_eos(row.tolist(), self.eos) for row in output[:, width:].cpu()]
+        completions = [_cut_at_eos(row.tolist(), self.eos) for row in output[:, width:].cpu()]
+        written = torch.zeros(output.shape[0], output.shape[1] - width, dtype=mask.dtype)
+        for i, completion in enumerate(completions):
+            written[i, : len(completion)] = 1
+        real = torch.cat([mask, written.to(device)], dim=1)
+        index = {tuple(p + c): i for i, (p, c) in enumerate(zip(prompts, completions, strict=True))}
+        self._kept = (output, real, cache, index)
+        return completions
+
+    @staticmethod
+    def _extended_rows(
+        kept: tuple[Any, Any, Any, dict[tuple[int, ...], int]] | None, prompts: list[list[int]]
+    ) -> list[tuple[int, int]] | None:
+        """For each prompt, the kept row its start repeats and that row's length; None unless
+        every prompt extends one (by at least one token)."""
+        if kept is None:
+            return None
+        index = kept[3]
+        lengths = sorted({len(key) for key in index}, reverse=True)
+        rows = []
+        for prompt in prompts:
+            n = next((n for n in lengths if n < len(prompt) and tuple(prompt[:n]) in index), None)
+            if n is None:
+                return None
+            rows.append((index[tuple(prompt[:n])], n))
+        return rows
+
+
+def _left_padded(rows: list[list[int]], pad: int, device: Any) -> tuple[Any, Any]:
+    """``rows`` as one left-padded tensor of ids and its attention mask."""
+    import torch
+
+    width = max(map(len, rows))
+    ids = torch.tensor(
+        [[pad] * (width - len(r)) + r for r in rows], dtype=torch.long, device=device
+    )
+    mask = torch.tensor(
+        [[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long, device=device
+    )
+    return ids, mask
+
+
+def reuse_turn_caches(trainer: Any) -> None:
+    """Make ``trainer`` (a TRL 1.16 ``GRPOTrainer``) keep each rollout's KV cache from one turn of
+    the tool loop to the next, as :class:`_TransformersGenerate` does for the kit's own episodes.
+
+    Why: TRL's transformers path generates a tool loop's next turn from the whole conversation
+    again, and on a CPU that re-reading is much of a step (benchmarks/grpo_step.py: later turns
+    read 40,558 prompt tokens a step for about 2,200 written, SmolLM2-135M on Catch). Only the
+    plain path is taken over (no vLLM, no continuous batching, no images, no
+    ``pad_to_multiple_of`` or ``cache_implementation``); any other call goes to TRL's own ``_generate_single_turn``. The
+    sampler draws as many tokens per call as TRL's would, so a run's episodes are TRL's up to
+    floating-point rounding (``tests/test_rollout.py`` compares a GRPO step both ways). The kept
+    cache is dropped at every optimizer step: it was computed with the weights before it."""
+    from trl.models import unwrap_model_for_generation
+
+    trl_turn = trainer._generate_single_turn
+    tokenizer = trainer.processing_class
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else trainer.eos_token_ids[0]
+    generate = _TransformersGenerate(trainer.model, None, list(trainer.eos_token_ids), pad, 0)
+    kept_at = [trainer.state.global_step]
+
+    def turn(
+        prompt_ids: list[list[int]],
+        images: Any,
+        multimodal_fields: dict[str, Any],
+        num_generations: int,
+        has_tool_images: bool = False,
+    ) -> tuple[list[list[int]], None]:
+        plain = not (trainer.use_vllm or trainer.use_transformers_continuous_batching)
+        if not plain or images is not None or multimodal_fields or has_tool_images:
+            return trl_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        if trainer.pad_to_multiple_of is not None or trainer.generation_config.cache_implementation:
+            return trl_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        if trainer.state.global_step != kept_at[0]:
+            generate.forget()
+            kept_at[0] = trainer.state.global_step
+        with (
+            unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                generation_kwargs=trainer.generation_kwargs,
+                gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+            ) as model,
+            trainer._dist.summon_full_params(trainer.model_wrapped, recurse=False),
+        ):
+            generate.model, generate.config = model, trainer.generation_config
+            return generate(prompt_ids), None
+
+    trainer._generate_single_turn = turn
 
 
 class _VLLMSeeds:

@@ -578,6 +578,7 @@ def grpo(
     from kit.capture import Capture
     from kit.envs import ENVS
     from kit.rewards import default_reward
+    from kit.rollout import reuse_turn_caches
     from kit.tasks import task_dataset
 
     args = grpo_args(game, steps, seed, output_dir, **overrides)
@@ -594,6 +595,7 @@ def grpo(
         environment_factory=ENVS[game],
         peft_config=peft_config,
     )
+    reuse_turn_caches(trainer)
     quiet(trainer, "grpo", steps)
     capture = Capture(trainer)
     try:
