@@ -87,6 +87,7 @@ from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
 from kit.masks import rebuild_report
 from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, TINY_TIE_WORD_EMBEDDINGS, tiny_config
+from kit.registry import load_game
 from kit.runs import finite, peak_rss_gb, pin_threads, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
 
@@ -193,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 args.layers,
                 seed=seed,
                 tie_word_embeddings=args.tie_word_embeddings,
+                games=_tokenizer_games(game),
             )
             print("1. evaluate the random tiny model", flush=True)
             base = measure("base")
@@ -230,8 +232,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         max_completion_length=args.max_completion_length,
         temperature=args.temperature,
         **lora,
-        **args.recipe,
-        **args.grpo,
+        **{**args.recipe, **args.grpo},  # --grpo overrides the recipe, as _grpo_recipe checked
     )
     seconds["GRPO"] = time.perf_counter() - clock
     memory["GRPO"] = peak_rss_gb()
@@ -372,6 +373,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return summary
 
 
+def _tokenizer_games(game: str) -> list[str]:
+    """The games the tiny tokenizer learns from: the built-ins, and ``game`` if it is a user's."""
+    from kit.games import GAMES
+
+    return [*GAMES, *([] if game in GAMES else [game])]
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     from kit.runs import run_dir
 
@@ -381,7 +389,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         formatter_class=_Help,
     )
     parser.add_argument(
-        "--game", choices=sorted(ENVS), help="default: catch; with --sft-from, that run's"
+        "--game",
+        help=f"one of {', '.join(sorted(ENVS))}, or a user's game: a module that registers one "
+        "(examples.guess_number) or module:Name (kit.registry.load_game); SFT plays its solver "
+        "when it ships no SFT file. Default: catch; with --sft-from, that run's",
     )
     parser.add_argument(
         "--model",
@@ -504,6 +515,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         if missing:
             parser.error(f"--table: no such file: {', '.join(missing)}")
         return args
+    # a user's game is imported by its module's name, which the printed command repeats
+    args.game_reference = args.game
+    if args.game is not None:
+        try:
+            args.game = load_game(args.game)
+        except ValueError as error:
+            parser.error(f"--game: {error}")
     if args.sft_from:
         _take_warm_up(parser, args)
     args.pretrained, args.recipe = None, {}
@@ -589,7 +607,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             )
         )
     args.command = (
-        f"python -m kit.demo --game {args.game} {warm_up} "
+        f"python -m kit.demo --game {args.game_reference or args.game} {warm_up} "
         f"--grpo-steps {args.grpo_steps} --eval-generations {args.eval_generations} "
         f"--temperature {args.temperature:g} --max-completion-length "
         f"{args.max_completion_length} --seed {args.seed} --threads {args.threads}"

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +65,15 @@ _CORPUS_SEEDS = 8
 _GPT2_SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-def _line_patterns() -> list[str]:
-    from kit.games import GAMES, make
+def _line_patterns(games: Sequence[str]) -> list[str]:
+    from kit.games import make
 
-    patterns = (getattr(type(make(name)), "LINE_PATTERN", None) for name in GAMES)
+    patterns = (getattr(type(make(name)), "LINE_PATTERN", None) for name in games)
     return [pattern for pattern in patterns if pattern]
 
 
-def _prompts() -> list[str]:
-    """Each built-in game's opening prompt as the model reads it: rendered by TRL's template
+def _prompts(games: Sequence[str]) -> list[str]:
+    """Each game's opening prompt as the model reads it: rendered by TRL's template
     with the system message, the tools' JSON schemas and a reset board.
 
     Without them the tokenizer never saw the template's and the schemas' words and spelt them
@@ -85,12 +85,11 @@ def _prompts() -> list[str]:
     from transformers.utils.chat_template_utils import render_jinja_template
 
     from kit.episode import tool_schemas, with_observation
-    from kit.games import GAMES
     from kit.registry import game
     from kit.tasks import prompt
 
     texts = []
-    for name in GAMES:
+    for name in games:
         env_cls = game(name).env
         messages = with_observation(prompt(name), env_cls().reset(seed=0))
         rendered, _ = render_jinja_template(
@@ -103,10 +102,12 @@ def _prompts() -> list[str]:
     return texts
 
 
-def _training_corpus() -> list[str]:
+def _training_corpus(games: Sequence[str]) -> list[str]:
     """Text the tiny tokenizer learns its merges from: the games' prompts as rendered for the
-    model, their tool calls and their boards."""
-    from kit.games import GAMES, make
+    model, their tool calls and their boards. A game beyond the built-ins adds its solver's calls
+    as TRL renders them, after the built-ins' text."""
+    from kit.games import make
+    from kit.registry import BUILTIN, game
     from kit.solvers import play
 
     lines = [
@@ -115,30 +116,45 @@ def _training_corpus() -> list[str]:
         '<tool_call>\n{"name": "move", "arguments": {"direction": "LEFT"}}\n</tool_call>',
         '<tool_call>\n{"name": "echo", "arguments": {"message": "hello"}}\n</tool_call>',
         "You are a helpful assistant. Use the tools to play the game.",
-        *_prompts(),
+        *_prompts(games),
     ]
-    for name in GAMES:
+    for name in games:
         for seed in range(_CORPUS_SEEDS):
-            game = make(name)
-            lines.append(game.reset(seed=seed))
+            engine = make(name)
+            lines.append(engine.reset(seed=seed))
             for action in play(name, seed=seed, max_steps=12):
                 lines.append(action)
-                step = game.step(action)
+                if name not in BUILTIN:
+                    tool, arguments = game(name).to_tool_call(action)
+                    call = json.dumps({"name": tool, "arguments": arguments})
+                    lines.append(f"<tool_call>\n{call}\n</tool_call>")
+                step = engine.step(action)
                 lines.append(step.observation)
                 if step.done:
                     break
     return lines
 
 
-def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = TINY_VOCAB_SIZE) -> Any:
-    """A byte-level BPE tokenizer with ChatML and tool-call tokens, built offline in seconds."""
+def tiny_tokenizer(
+    chat_template: str = "qwen3",
+    vocab_size: int = TINY_VOCAB_SIZE,
+    games: Sequence[str] | None = None,
+) -> Any:
+    """A byte-level BPE tokenizer with ChatML and tool-call tokens, built offline in seconds.
+
+    Its merges are learnt from the text of ``games`` (default: the four built-in games). Name a
+    game of your own beside them (``games=[*kit.games.GAMES, "mastermind"]``), or its words are
+    spelt a byte or two at a time."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     # GPT-2's byte-level BPE, except that a line matching a game's LINE_PATTERN (a Catch board
     # row) stays whole, so that BPE can learn it as one token (Oniguruma: ^ and $ are per line).
-    whole_lines = "".join(f"^(?:{pattern})$|" for pattern in _line_patterns())
+    from kit.games import GAMES
+
+    games = list(GAMES if games is None else games)
+    whole_lines = "".join(f"^(?:{pattern})$|" for pattern in _line_patterns(games))
     bpe.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(whole_lines + _GPT2_SPLIT), behavior="isolated"),
@@ -152,7 +168,7 @@ def tiny_tokenizer(chat_template: str = "qwen3", vocab_size: int = TINY_VOCAB_SI
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(_training_corpus(), trainer=trainer)
+    bpe.train_from_iterator(_training_corpus(games), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token="<|im_end|>",
@@ -211,9 +227,10 @@ def tiny_model(
     chat_template: str = "qwen3",
     seed: int = 0,
     tie_word_embeddings: bool = TINY_TIE_WORD_EMBEDDINGS,
+    games: Sequence[str] | None = None,
 ) -> tuple[Any, Any]:
     """Return ``(model, tokenizer)``: a random small ``Qwen3ForCausalLM`` (:func:`tiny_config`)
-    and :func:`tiny_tokenizer`.
+    and :func:`tiny_tokenizer` (its merges learnt from ``games``; default the built-in four).
 
     Deterministic given ``seed``. Save it with :func:`save` (or ``model.save_pretrained(dir)``
     and ``tokenizer.save_pretrained(dir)``) and reload it with :func:`load`, like any checkpoint.
@@ -225,7 +242,7 @@ def tiny_model(
     with vision_stack_check():  # a torchvision that does not match torch: say so (the vllm extra)
         from transformers import Qwen3ForCausalLM
 
-    tokenizer = tiny_tokenizer(chat_template, TINY_VOCAB_SIZE)
+    tokenizer = tiny_tokenizer(chat_template, TINY_VOCAB_SIZE, games)
     config = tiny_config(hidden_size, num_layers, tie_word_embeddings)
     # The trained vocabulary fills TINY_VOCAB_SIZE, special tokens first (BpeTrainer's order);
     # tiny_config states it without training, and must not drift from it.

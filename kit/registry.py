@@ -148,6 +148,57 @@ def game(name: str) -> GameSpec:
     return spec
 
 
+def load_game(reference: str) -> str:
+    """The registered name of the game ``reference`` names, importing it first if need be.
+
+    ``reference``: a registered name (``"catch"``), a module that registers one game when
+    imported (``"examples.guess_number"``), or ``"module:Name"``, where ``Name`` is the module's
+    ``GameSpec`` or tool env class (``"examples.guess_number:GuessEnv"``). This is how a command
+    line (``python -m kit.demo --game ...``) takes a user's game: its one file, on the path.
+    ``ValueError`` says what the reference named instead."""
+    if not isinstance(reference, str) or not reference:
+        raise ValueError(f"a game is a name or a module, not {reference!r}")
+    if reference in names():
+        return game(reference).name
+    module_name, _, attribute = reference.partition(":")
+    before = [id(spec) for spec in _GAMES.values()]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.startswith(error.name):
+            raise ValueError(
+                f"unknown game {reference!r}: not one of {sorted(names())}, and no module "
+                f"{module_name!r} to import (a user's game: its module on the path, "
+                "e.g. examples.guess_number, or module:Name)"
+            ) from None
+        raise
+    if attribute:
+        target = getattr(module, attribute, None)
+        name = target.name if isinstance(target, GameSpec) else getattr(target, "game_name", None)
+        if name not in names():
+            raise ValueError(
+                f"{reference!r}: {module_name}.{attribute} is neither a registered GameSpec nor "
+                "a tool env class of a registered game (its game_name)"
+            )
+        return game(name).name
+    found = [
+        spec
+        for spec in _GAMES.values()
+        if id(spec) not in before or spec.env.__module__ == module_name
+    ]
+    if not found:
+        raise ValueError(
+            f"unknown game {reference!r}: not one of {sorted(names())}, and importing module "
+            f"{module_name} registered no game"
+        )
+    if len(found) > 1:
+        raise ValueError(
+            f"{reference!r}: importing the module registered {sorted(s.name for s in found)}, "
+            f"not one game; name one as {module_name}:Name"
+        )
+    return found[0].name
+
+
 class View(dict):
     """One field of every registered game, by name, read from the registry at each access:
     a game registered later is in it too. Read-only.

@@ -176,9 +176,15 @@ def validate_example(example: Mapping[str, Any]) -> Any:
 
 
 def load_sft(game: str) -> Any:
-    """The shipped SFT set of ``game`` (``data/sft/<game>/train.jsonl``) as a ``Dataset``."""
+    """The SFT set of ``game`` as a ``Dataset``: the shipped file (``data/sft/<game>/train.jsonl``)
+    or, for a game that ships none (a user's own), the same set played now by the game's solver
+    (:func:`sft_dataset` with the options of its spec's ``sft``, as the shipped files were made).
+    """
     from datasets import Dataset
 
-    path = data_dir() / "sft" / registry.game(game).name / "train.jsonl"
+    spec = registry.game(game)
+    path = data_dir() / "sft" / spec.name / "train.jsonl"
+    if not path.exists():
+        return sft_dataset(spec.name, **spec.sft)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     return Dataset.from_list(rows, features=_features())

@@ -141,7 +141,11 @@ class Recipe:
         from kit.models import load, tiny_model
 
         if self.model == "tiny":
-            model, tokenizer = tiny_model(seed=seed)
+            from kit.games import GAMES
+
+            # a user's game beside the built-ins, so that its words get merges of their own
+            games = [*GAMES, *([] if self.game in GAMES else [self.game])]
+            model, tokenizer = tiny_model(seed=seed, games=games)
             return model.to(self.device.place()), tokenizer
         return load(self.model, **self.load)
 

@@ -156,7 +156,7 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--layers", "0"], "--layers must be at least 1"),
         (["--hidden-size", "12"], "hidden_size must be a positive multiple of 8, got 12"),
         (["--temperature", "0"], "--temperature must be a positive number"),
-        (["--game", "chess"], "invalid choice: 'chess'"),
+        (["--game", "chess"], "and importing module chess registered no game"),
         (["--max-completion-length", "-4"], "--max-completion-length must be at least 1"),
         (["--out", str(a_file)], "is a file, not a folder"),
         (["--where", "ball_col"], "--where: 'ball_col' is not KEY=VALUE"),
@@ -454,6 +454,7 @@ def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chos
     done = _run(
         "--model", str(folder), "--sft-steps", "2", "--grpo-steps", "1", "--eval-generations", "1",
         "--max-completion-length", str(BUDGET), "--grpo-where", "rows=[5,6]", "--out", str(out),
+        "--grpo", "learning_rate=3e-4",  # a field the recipe sets too: the option wins
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -466,8 +467,9 @@ def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chos
     assert summary["sft"]["learning_rate"] == r.sft["learning_rate"]
     grpo = summary["grpo"]
     assert grpo["temperature"] == CPU_GRPO["temperature"] == summary["temperature"]
-    for key in ("per_device_train_batch_size", "num_generations", "learning_rate"):
+    for key in ("per_device_train_batch_size", "num_generations"):
         assert grpo[key] == r.grpo[key], key
+    assert grpo["learning_rate"] == 3e-4 != r.grpo["learning_rate"]
     # the CPU recipe's turn cap reached GRPO and the evaluations alike
     cap = {"max_new_tokens": CPU_TURN_TOKENS}
     assert grpo["generation_kwargs"] == summary["generation_kwargs"] == cap
@@ -478,7 +480,8 @@ def test_a_pretrained_model_trains_with_its_recipe_and_grpo_alone_plays_the_chos
     assert masks["tokens"] > 0 and summary["peak_rss_gb"]["total"] > 0.1
     assert f"kit.masks.build against the trainer: {masks['exact']} of " in done.stdout
     assert "--model " + str(folder) in summary["command"]
-    assert summary["command"].endswith("--grpo-where rows=[5,6]")
+    assert "--grpo-where rows=[5,6] " in summary["command"]
+    assert summary["command"].endswith("--grpo learning_rate=0.0003")
     # the rollouts GRPO trained on were on the chosen boards only, 8 of them
     played = summary["grpo"]["tasks"]
     assert sum(played.values()) == 8 and {json.loads(t)["rows"] for t in played} <= {5, 6}

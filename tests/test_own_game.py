@@ -9,6 +9,7 @@ game's name alone.
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,49 @@ def test_a_server_plays_the_game_as_the_tool_env_does(game: ModuleType) -> None:
         for number in (50, 25, 37, 31, 28, 30):
             assert remote.guess(number) == local.guess(number)
         assert remote.won and remote.reward == local.reward == 1.0
+
+
+def test_the_runbook_takes_the_game_by_its_module(game: ModuleType, tmp_path: Path) -> None:
+    """``python -m kit.demo --game examples.guess_number``: the game ships no SFT file, so its
+    warm-up is played by its solver; the tiny tokenizer learns the game's words; every output is
+    written, and the printed command names the module again."""
+    from kit.models import load, tiny_tokenizer
+    from kit.sft import load_sft
+
+    assert not (ROOT / "data" / "sft" / GAME).exists()
+    played = load_sft(GAME)
+    assert played.to_list() == sft_dataset(GAME, **registry.game(GAME).sft).to_list()
+    out = tmp_path / "run"
+    argv = ["--game", "examples.guess_number", "--sft-steps", "3", "--grpo-steps", "1"]
+    argv += ["--eval-generations", "1", "--max-completion-length", "48", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "kit.demo", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["game"] == GAME and summary["command"].startswith(
+        "python -m kit.demo --game examples.guess_number "
+    )
+    assert [e["player"] for e in summary["evaluation"]] == ["base", "SFT", "SFT + GRPO"]
+    assert {e["game"] for e in summary["evaluation"]} == {GAME}
+    assert (out / "trajectory.html").exists()
+    _, tokenizer = load(out / "grpo-model")
+    words = "whether your guess is too low or too high"
+    assert len(tokenizer(words)["input_ids"]) < len(tiny_tokenizer()(words)["input_ids"])
+
+
+def test_a_game_reference_that_names_no_game_is_refused_with_what_it_named() -> None:
+    with pytest.raises(ValueError, match="no module 'no_such_game'"):
+        registry.load_game("no_such_game")
+    with pytest.raises(ValueError, match="neither a registered GameSpec"):
+        registry.load_game("examples.guess_number:GuessNumber")
+    with pytest.raises(ValueError, match="importing module kit.trajectory registered no game"):
+        registry.load_game("kit.trajectory")
+    assert registry.load_game("examples.guess_number:GuessEnv") == GAME
+    assert registry.load_game("examples.guess_number:SPEC") == GAME
+    assert registry.load_game("examples.guess_number") == GAME
+    assert registry.load_game("catch") == "catch"
