@@ -117,9 +117,9 @@ STEPS_BASIS = {
     "tiny": "measured on Catch's held-out tasks by python -m kit.demo (docs/results.md, 'Four seeds')",
     "pretrained": "estimated: GRPO as TRL's Wordle example trains Qwen3-1.7B (150 steps), SFT "
     "about one pass over the shipped solver games; not measured on a GPU",
-    "cpu": "measured, not yet learning: SmolLM2-135M on Catch, 40 SFT + 24 GRPO steps in 79 "
-    "minutes and 40 + 30 in 90 minutes on 2 CPU cores, GRPO's gain not separated from 0 in "
-    "either (docs/results.md)",
+    "cpu": "measured, not yet learning: SmolLM2-135M on Catch, 40 SFT + 24, 30 and 36 GRPO steps "
+    "in 79, 90 and 75 minutes on 2 CPU cores, GRPO's gain not separated from 0 in any "
+    "(docs/results.md)",
 }
 # The template put on a ChatML tokenizer whose own template TRL does not recognise (SmolLM2's):
 # TRL's own, with the same <|im_start|>/<|im_end|> tokens, and no thinking to switch off.
