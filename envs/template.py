@@ -26,10 +26,10 @@ def dockerfile(game: str) -> str:
     return TEMPLATE.read_text(encoding="utf-8").replace("{game}", game)
 
 
-def write(game: str, *, force: bool = False) -> Path:
-    """Write ``envs/<game>/Dockerfile``; refuse to replace a different one unless ``force``."""
+def write(game: str, *, force: bool = False, root: Path = ENVS) -> Path:
+    """Write ``<root>/<game>/Dockerfile``; refuse to replace a different one unless ``force``."""
     text = dockerfile(game)
-    folder = ENVS / game
+    folder = root / game
     if not (folder / "server.py").is_file():
         raise FileNotFoundError(
             f"{folder / 'server.py'} does not exist: the image serves its `app`"

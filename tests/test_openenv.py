@@ -465,6 +465,31 @@ def test_manifest_and_dockerfile_serve_the_module_the_tests_run(game: str) -> No
     assert command is not None and f" {app} " in command and "--port 8000" in command
 
 
+@pytest.mark.parametrize("game", GAMES)
+def test_each_dockerfile_is_the_templates_rendering(game: str) -> None:
+    from envs.template import dockerfile
+
+    assert (ROOT / "envs" / game / "Dockerfile").read_text() == dockerfile(game)
+
+
+def test_the_template_writes_a_new_games_dockerfile_and_keeps_a_hand_edited_one(tmp_path) -> None:
+    from envs.template import dockerfile, write
+
+    with pytest.raises(ValueError, match="lowercase letters"):
+        dockerfile("My Game")
+    with pytest.raises(FileNotFoundError, match="server.py does not exist"):
+        write("mastermind", root=tmp_path)
+    (tmp_path / "mastermind").mkdir()
+    (tmp_path / "mastermind" / "server.py").write_text("app = None\n")
+    path = write("mastermind", root=tmp_path)
+    assert '"envs.mastermind.server:app"' in path.read_text() and "{game}" not in path.read_text()
+    path.write_text(path.read_text() + "RUN echo mine\n")
+    with pytest.raises(FileExistsError, match="differs from the template"):
+        write("mastermind", root=tmp_path)
+    assert path.read_text().endswith("RUN echo mine\n")  # nothing of the user's was lost
+    assert write("mastermind", root=tmp_path, force=True).read_text() == dockerfile("mastermind")
+
+
 def test_env_factory_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="unknown game"):
         kit.remote.env("chess", "http://127.0.0.1:1")
