@@ -87,6 +87,10 @@ class GameSpec:
     reason: Callable[[list[Message], Move], str] = _no_reason  # the solver's stated reason
     partial: Callable[[Any], float] | None = None  # kit.rewards.partial_credit of an Episode
     leaks: Callable[[Mapping[str, Any]], Iterable[str]] | None = None  # None: the default check
+    # True: an eval task's ground truth (``task(value)[1]``, e.g. a secret code) must not appear
+    # in a training row at all, as a whole word in any string; the default check then looks for it
+    # too. Off by default: for some games a truth is an ordinary word of play (Catch's columns).
+    answers_leak: bool = False
     words: Callable[[str], Collection[str]] | None = None  # a split's word pool (Wordle)
     sft: Mapping[str, Any] = field(
         default_factory=lambda: {"num_games": 100, "seed": 0, "noise": 0.0}

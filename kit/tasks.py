@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -123,7 +124,9 @@ def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
     * Sudoku: no task puzzle, and no board in a user message, equal to an eval puzzle.
     * Echo: no task to leak, so a row carrying task columns is reported.
 
-    A game without a check of its own gets ``eval_task_leaks``: no row's task is an eval task.
+    A game without a check of its own gets ``eval_task_leaks``: no row's task is an eval task,
+    and, where the game sets ``GameSpec.answers_leak``, no eval task's ground truth in any string
+    of the row (a solver that probes with a held-out code shows the code).
     """
     spec = registry.game(game)
     check = spec.leaks or partial(eval_task_leaks, game)
@@ -131,11 +134,22 @@ def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def eval_task_leaks(game: str, row: Mapping[str, Any]) -> Iterator[str]:
-    """The default leak check: the row's task is one of ``game``'s eval tasks."""
+    """The default leak check: the row's task is one of ``game``'s eval tasks, or (with
+    ``GameSpec.answers_leak``) a string of the row holds an eval task's truth as a whole word."""
     spec = registry.game(game)
+    eval_tasks = [spec.task(value) for value in spec.tasks("eval") or ()]
     task = task_of(row, spec.env.task_keys + spec.env.setting_keys)
-    if any(task == spec.task(value)[0] for value in spec.tasks("eval") or ()):
+    if any(task == columns for columns, _ in eval_tasks):
         yield f"task {task} is an eval task"
+    if spec.answers_leak and eval_tasks:
+        truths = sorted({truth for _, truth in eval_tasks if truth.strip()})
+        found = re.compile(
+            r"(?<!\w)(" + "|".join(map(re.escape, truths)) + r")(?!\w)", re.IGNORECASE
+        )
+        for key, value in row.items():
+            for path, text in row_strings(value, str(key)):
+                for answer in sorted({m.lower() for m in found.findall(text)}):
+                    yield f"eval answer {answer!r} in {path}"
 
 
 def task_of(row: Mapping[str, Any], columns: Sequence[str] | None = None) -> dict[str, Any]:
@@ -150,9 +164,12 @@ def task_of(row: Mapping[str, Any], columns: Sequence[str] | None = None) -> dic
 
 
 def row_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Every string in a row, keys included, with where it sits (``messages[2].content``)."""
+    """Every string in a row, keys included, with where it sits (``messages[2].content``); a
+    number counts as its text (a tool call's ``{"number": 75}`` shows 75 as its content does)."""
     if isinstance(value, str):
         yield path, value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield path, str(value)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             yield from row_strings(key, f"{path}.{key} (key)")

@@ -8,8 +8,10 @@ game's name alone.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +107,34 @@ def test_the_solver_plays_an_sft_set_that_replays_and_leaks_nothing(game: Module
     first_turn = sft[0]["messages"][2]
     assert first_turn["content"] == "The number is from 1 to 100, so I guess the middle, 50."
     assert leaks(GAME, sft) == []
+
+
+def test_a_game_that_declares_its_answers_is_checked_for_them_anywhere(game: ModuleType) -> None:
+    # Binary search from 1..100 probes 50, then 25 or 75: 75 is a held-out target (they end in
+    # 5). A probe is not a task, so the default check passes the set; once the game declares its
+    # truths to be answers, the probe that shows one is found and the SFT set is refused.
+    rows = list(sft_dataset(GAME, num_games=20, seed=0))
+    probes = {json.dumps(m.get("tool_calls")) for row in rows for m in row["messages"]}
+    assert any('"number": 75' in p for p in probes)
+    assert leaks(GAME, rows) == []
+    spec = registry.game(GAME)
+    registry.register(dataclasses.replace(spec, answers_leak=True), replace=True)
+    try:
+        found = leaks(GAME, rows)
+        assert found and all(re.search(r"eval answer '\d*5' in messages\[\d+\]", f) for f in found)
+        assert any(
+            re.search(r"'75' in messages\[\d+\]\.tool_calls\[0\].+number$", f) for f in found
+        )
+        clean = {
+            "messages": [{"role": "user", "content": "guess 57 or 750"}],
+            "task": {"target": 3},
+        }
+        assert leaks(GAME, [clean]) == []  # a whole word only: 57 and 750 are no eval target
+        with pytest.raises(ValueError, match="train games show eval tasks"):
+            sft_dataset(GAME, num_games=20, seed=0)
+    finally:
+        registry.register(spec, replace=True)
+    assert leaks(GAME, rows) == []
 
 
 def test_diagnostics_rank_the_solver_over_random_play(game: ModuleType) -> None:
