@@ -86,7 +86,13 @@ from kit.defaults import GRPO, GRPO_STEPS, LORA, SAMPLING, SFT, SFT_STEPS
 from kit.envs import ENVS
 from kit.evaluate import BUDGETS, Comparison, Evaluation, by_task, compare, evaluate, text_table
 from kit.masks import rebuild_report
-from kit.models import TINY_HIDDEN_SIZE, TINY_LAYERS, TINY_TIE_WORD_EMBEDDINGS, tiny_config
+from kit.models import (
+    TINY_HIDDEN_SIZE,
+    TINY_LAYERS,
+    TINY_TIE_WORD_EMBEDDINGS,
+    tiny_config,
+    tokenizer_games,
+)
 from kit.registry import load_game
 from kit.runs import finite, peak_rss_gb, pin_threads, quiet_libraries
 from kit.tasks import HELD_OUT, TaskProvider
@@ -194,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 args.layers,
                 seed=seed,
                 tie_word_embeddings=args.tie_word_embeddings,
-                games=_tokenizer_games(game),
+                games=tokenizer_games(game),
             )
             print("1. evaluate the random tiny model", flush=True)
             base = measure("base")
@@ -371,13 +377,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")
     _report(summary, evaluations, comparisons, control_comparisons)
     return summary
-
-
-def _tokenizer_games(game: str) -> list[str]:
-    """The games the tiny tokenizer learns from: the built-ins, and ``game`` if it is a user's."""
-    from kit.games import GAMES
-
-    return [*GAMES, *([] if game in GAMES else [game])]
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -135,6 +135,14 @@ def _training_corpus(games: Sequence[str]) -> list[str]:
     return lines
 
 
+def tokenizer_games(game: str) -> list[str]:
+    """The games a tiny tokenizer for ``game`` learns from: the four built-ins, and ``game``
+    beside them if it is a user's, so that its words get merges of their own."""
+    from kit.games import GAMES
+
+    return [*GAMES, *([] if game in GAMES else [game])]
+
+
 def tiny_tokenizer(
     chat_template: str = "qwen3",
     vocab_size: int = TINY_VOCAB_SIZE,
@@ -143,7 +151,7 @@ def tiny_tokenizer(
     """A byte-level BPE tokenizer with ChatML and tool-call tokens, built offline in seconds.
 
     Its merges are learnt from the text of ``games`` (default: the four built-in games). Name a
-    game of your own beside them (``games=[*kit.games.GAMES, "mastermind"]``), or its words are
+    game of your own beside them (``games=tokenizer_games("mastermind")``), or its words are
     spelt a byte or two at a time."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

@@ -163,7 +163,7 @@ def load_game(reference: str) -> str:
     if not isinstance(reference, str) or not reference:
         raise ValueError(f"a game is a name or a module, not {reference!r}")
     if reference in names():
-        return game(reference).name
+        return reference
     module_name, _, attribute = reference.partition(":")
     before = [id(spec) for spec in _GAMES.values()]
     try:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from kit import registry
@@ -129,27 +129,34 @@ def leaks(game: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
     of the row (a solver that probes with a held-out code shows the code).
     """
     spec = registry.game(game)
-    check = spec.leaks or partial(eval_task_leaks, game)
+    check = spec.leaks or eval_task_leaks(game)
     return [f"row {i}: {leak}" for i, row in enumerate(rows) for leak in check(row)]
 
 
-def eval_task_leaks(game: str, row: Mapping[str, Any]) -> Iterator[str]:
-    """The default leak check: the row's task is one of ``game``'s eval tasks, or (with
-    ``GameSpec.answers_leak``) a string of the row holds an eval task's truth as a whole word."""
+def eval_task_leaks(game: str) -> Callable[[Mapping[str, Any]], Iterator[str]]:
+    """The default leak check of ``game``, a row at a time: the row's task is one of its eval
+    tasks, or (with ``GameSpec.answers_leak``) a string of the row holds an eval task's truth as
+    a whole word. The eval tasks and the pattern of their truths are built once, not per row."""
     spec = registry.game(game)
     eval_tasks = [spec.task(value) for value in spec.tasks("eval") or ()]
-    task = task_of(row, spec.env.task_keys + spec.env.setting_keys)
-    if any(task == columns for columns, _ in eval_tasks):
-        yield f"task {task} is an eval task"
-    if spec.answers_leak and eval_tasks:
-        truths = sorted({truth for _, truth in eval_tasks if truth.strip()})
-        found = re.compile(
-            r"(?<!\w)(" + "|".join(map(re.escape, truths)) + r")(?!\w)", re.IGNORECASE
-        )
-        for key, value in row.items():
-            for path, text in row_strings(value, str(key)):
-                for answer in sorted({m.lower() for m in found.findall(text)}):
-                    yield f"eval answer {answer!r} in {path}"
+    columns = spec.env.task_keys + spec.env.setting_keys
+    truths = sorted({truth for _, truth in eval_tasks if truth.strip()})
+    answers = None
+    if spec.answers_leak and truths:
+        alternatives = "|".join(map(re.escape, truths))
+        answers = re.compile(rf"(?<!\w)({alternatives})(?!\w)", re.IGNORECASE)
+
+    def check(row: Mapping[str, Any]) -> Iterator[str]:
+        task = task_of(row, columns)
+        if any(task == reset for reset, _ in eval_tasks):
+            yield f"task {task} is an eval task"
+        if answers is not None:
+            for key, value in row.items():
+                for path, text in row_strings(value, str(key)):
+                    for answer in sorted({m.lower() for m in answers.findall(text)}):
+                        yield f"eval answer {answer!r} in {path}"
+
+    return check
 
 
 def task_of(row: Mapping[str, Any], columns: Sequence[str] | None = None) -> dict[str, Any]:

@@ -138,14 +138,10 @@ class Recipe:
 
     def load_model(self, seed: int = 0) -> tuple[Any, Any]:
         """``(model, tokenizer)``: the tiny model built with ``seed``, or the model loaded."""
-        from kit.models import load, tiny_model
+        from kit.models import load, tiny_model, tokenizer_games
 
         if self.model == "tiny":
-            from kit.games import GAMES
-
-            # a user's game beside the built-ins, so that its words get merges of their own
-            games = [*GAMES, *([] if self.game in GAMES else [self.game])]
-            model, tokenizer = tiny_model(seed=seed, games=games)
+            model, tokenizer = tiny_model(seed=seed, games=tokenizer_games(self.game))
             return model.to(self.device.place()), tokenizer
         return load(self.model, **self.load)
 
