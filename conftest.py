@@ -28,3 +28,13 @@ for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MPLBACKEND", None)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Each notebook cell nbval runs is ``slow``: the four notebooks start kernels and train
+    (smoke mode, half a minute together), so ``-m "not slow"``, the fast lane, leaves them out."""
+    import pytest
+
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)

@@ -663,6 +663,77 @@ def checkpoint(
     return model, tokenizer
 
 
+def sft_checkpoint(
+    recipe: Recipe,
+    checkpoints: str | Path,
+    steps: int,
+    seed: int,
+    output_dir: str | Path,
+    **overrides: Any,
+) -> tuple[Any, Any]:
+    """The SFT model notebook 1 saves in ``checkpoints/"sft-model"``, or, where it has not,
+    the same warm-up run here and saved there: ``recipe.load_model(seed)``, then
+    :func:`warm_up` for ``steps`` with the recipe's LoRA and SFT fields, writing its trainer's
+    files under ``output_dir/"sft"``; ``overrides`` (trackio's ``report_to``, ...) go to the
+    ``SFTConfig``. Refused if the saved one was made for another model, game or phase
+    (:func:`checkpoint`, :func:`checkpoint_record`).
+
+    Why: notebooks 2 and 4 each start from notebook 1's model, yet each must run alone (under
+    papermill, on a fresh Colab runtime); one call keeps the fallback the same recipe in both."""
+
+    def make() -> tuple[Any, Any]:
+        model, tokenizer = recipe.load_model(seed=seed)
+        warm_up(
+            model,
+            tokenizer,
+            recipe.game,
+            steps,
+            seed,
+            Path(output_dir) / "sft",
+            peft_config=recipe.peft_config,
+            **{**recipe.sft, **overrides},
+        )
+        return model, tokenizer
+
+    record = checkpoint_record(recipe, "sft", steps, seed)
+    return checkpoint(Path(checkpoints) / "sft-model", make, record, **recipe.load)
+
+
+def grpo_checkpoint(
+    recipe: Recipe,
+    checkpoints: str | Path,
+    sft_steps: int,
+    grpo_steps: int,
+    seed: int,
+    output_dir: str | Path,
+    **overrides: Any,
+) -> tuple[Any, Any]:
+    """The GRPO model notebook 2 saves in ``checkpoints/"grpo-model"``, or, where it has not,
+    notebook 2's run made here and saved there: :func:`grpo` for ``grpo_steps`` from
+    :func:`sft_checkpoint`'s model (itself loaded or made with ``sft_steps``), writing under
+    ``output_dir/"grpo"``; ``overrides`` go to the ``GRPOConfig``. Refused as
+    :func:`sft_checkpoint`'s is."""
+
+    def make() -> tuple[Any, Any]:
+        model, tokenizer = sft_checkpoint(
+            recipe, checkpoints, sft_steps, seed, output_dir, **overrides
+        )
+        grpo(
+            model,
+            tokenizer,
+            recipe.game,
+            grpo_steps,
+            seed,
+            Path(output_dir) / "grpo",
+            peft_config=recipe.peft_config,
+            **{**recipe.grpo, **overrides},
+        )
+        return model, tokenizer
+
+    record = checkpoint_record(recipe, "grpo", grpo_steps, seed)
+    return checkpoint(Path(checkpoints) / "grpo-model", make, record, **recipe.load)
+
+
 def _logged(log_history: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[dict]:
     """The training steps' log entries (those with a ``loss``), checked for ``keys``."""
     steps = [dict(entry) for entry in log_history if "loss" in entry and "step" in entry]

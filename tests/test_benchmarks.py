@@ -98,6 +98,7 @@ def _run(*args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_games_script_runs_every_game_and_contender(request):
     references = {"TextArena": "textarena", "OpenSpiel": "open_spiel"}
     present = {name for name, module in references.items() if importlib.util.find_spec(module)}
@@ -127,11 +128,13 @@ def test_games_script_runs_every_game_and_contender(request):
 @pytest.mark.parametrize(
     "script", [["catch.py"], ["echo.py"], ["sudoku.py", "--difficulties", "very-easy"]]
 )
+@pytest.mark.slow
 def test_each_game_script_runs_alone(script):
     out = _run(f"benchmarks/{script[0]}", *script[1:], "--seconds", "0.01", "--rounds", "1")
     assert "Goals:" in out and "Load average (1, 5, 15 min) at the end:" in out
 
 
+@pytest.mark.slow
 def test_the_precision_benchmark_times_both_precisions():
     out = _run(
         "benchmarks/precision.py", "--rows", "2", "--tokens", "16", "--rounds", "2", "--layers", "1"

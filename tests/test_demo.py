@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl")
+pytestmark = pytest.mark.slow  # every test runs the runbook, or shares its module run
 
 from kit.demo import main  # noqa: E402
 from kit.evaluate import evaluate  # noqa: E402
@@ -64,7 +65,6 @@ def demo(tmp_path_factory):
     return out, done.stdout, json.loads((out / "summary.json").read_text())
 
 
-@pytest.mark.slow
 def test_the_demo_writes_every_output_and_says_where(demo):
     out, stdout, summary = demo
     command = (
@@ -92,7 +92,6 @@ def test_the_demo_writes_every_output_and_says_where(demo):
     }
 
 
-@pytest.mark.slow
 def test_the_figures_are_coherent(demo):
     _, _, summary = demo
     records = summary["evaluation"]
@@ -131,7 +130,6 @@ def test_the_figures_are_coherent(demo):
     assert seconds["total"] >= seconds["SFT"] + seconds["GRPO"] + seconds["evaluate SFT"]
 
 
-@pytest.mark.slow
 def test_the_figures_reproduce_from_the_seed_and_the_checkpoints(demo):
     """Each row comes from what the run left: the seed's tiny model, then each checkpoint."""
     out, _, summary = demo
@@ -234,7 +232,6 @@ def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_pat
     assert f"{chained} trained no SFT model; its warm-up is {run}" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_grpo_from_an_earlier_warm_up_repeats_that_run(demo, tmp_path):
     """--sft-from trains GRPO from an earlier run's SFT checkpoint and leaves that run as it was;
     at that run's seed and recipe it repeats its SFT and GRPO rows and its GRPO log exactly."""
@@ -264,7 +261,6 @@ def test_grpo_from_an_earlier_warm_up_repeats_that_run(demo, tmp_path):
     }
 
 
-@pytest.mark.slow
 def test_a_changed_grpo_recipe_reaches_the_trainer(demo, tmp_path):
     """--grpo sets GRPOConfig fields: at learning rate 0 the GRPO model is the SFT model weight
     for weight, and beta > 0 makes TRL log its KL term; the rest of the recipe stays."""

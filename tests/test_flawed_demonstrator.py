@@ -101,6 +101,7 @@ def test_the_script_refuses_bad_arguments_before_training(tmp_path, example, cap
     assert (taken / "summary.json").read_text() == "{}"
 
 
+@pytest.mark.slow
 def test_the_script_runs_end_to_end_and_writes_every_figure(tmp_path, example) -> None:
     pytest.importorskip("trl")
     out = tmp_path / "run"

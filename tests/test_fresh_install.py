@@ -198,6 +198,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_the_hiding_hides_the_dev_extra_and_keeps_the_train_extra(fresh):
     done = _python(fresh, "-c", PROBE)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -70,6 +70,7 @@ def test_an_infinite_reward_stops_grpo(tmp_path):
         train(trainer, {"game": "catch", "phase": "grpo"})
 
 
+@pytest.mark.slow
 def test_a_rerun_continues_only_from_checkpoints_of_the_same_model_game_and_recipe(
     tmp_path, capsys
 ):
@@ -144,6 +145,7 @@ def test_differences_name_each_changed_key_nested():
     ]
 
 
+@pytest.mark.slow
 def test_a_run_that_stopped_before_its_first_save_may_rerun_with_another_recipe(tmp_path):
     folder = tmp_path / "sft"
     first = _sft(folder, steps=3, save_steps=2)

@@ -30,12 +30,14 @@ def config():
 
 
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
+@pytest.mark.slow
 def test_one_and_two_layers_predict_a_deeper_longer_run_to_the_byte(config, lora):
     fitted = measure_activations(config, lora=lora, checkpointing=False)
     assert kept_bytes(config, 4, 192, lora, checkpointing=False) == fitted(4, 192)
     assert fitted.layer > fitted.outside > 0
 
 
+@pytest.mark.slow
 def test_without_checkpointing_full_fine_tuning_keeps_autocast_s_16_bit_weights(config):
     # each layer's Linear weights, cast to bf16 once per forward pass and kept for the backward
     fitted = measure_activations(config, lora=False, checkpointing=False)
@@ -59,6 +61,7 @@ def test_checkpointing_keeps_each_layer_s_input_alone():
 
 
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
+@pytest.mark.slow
 def test_the_stored_measurements_are_what_this_code_measures(config, lora):
     stored = measured_activations()[QWEN]["lora" if lora else "full"]["checkpointed"]
     fresh = measure_activations(config, lora=lora, checkpointing=True)
@@ -97,6 +100,7 @@ def _gpu_profile():
     return module
 
 
+@pytest.mark.slow
 def test_the_gpu_profile_script_runs_a_grpo_step_and_appends_its_line(tmp_path):
     import json
 
@@ -242,6 +246,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 def test_a_torchvision_that_does_not_match_torch_is_named_with_its_fix(tmp_path):
     """What installing the vllm extra next to a CPU torch leaves: every way the kit loads a
     transformers model class fails with an error that names the cause and the fix, instead of

@@ -971,6 +971,7 @@ def swallowing_eos_tokenizer() -> Any:
         pytest.param(swallowing_eos_tokenizer, id="qwen3, an EOS that swallows the newline"),
     ],
 )
+@pytest.mark.slow
 def test_build_matches_the_per_turn_construction(tokenizer, per_turn_calls):
     """One render sliced at message boundaries gives, token for token, what rendering every turn
     after its history gave: on every game and policy, reshaped, at budgets that cut a turn and
@@ -1206,6 +1207,7 @@ def test_trls_choice_of_template_is_made_again_when_what_it_reads_changes():
         assert renders  # the special tokens changed: chosen again
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs():
     """benchmarks/masks.py keeps working (its ratios are read from a run, never asserted)."""
     import subprocess

@@ -128,6 +128,7 @@ def servers() -> Iterator[dict[str, str]]:
 
 
 @pytest.mark.parametrize("game", GAMES)
+@pytest.mark.slow
 def test_served_game_matches_in_process_byte_for_byte(servers: dict[str, str], game: str) -> None:
     url = servers[game]
     for task in TASKS[game]:
@@ -176,6 +177,7 @@ def test_served_game_matches_in_process_byte_for_byte(servers: dict[str, str], g
             assert remote.invalid_calls == local.invalid_calls == (game != "echo")
 
 
+@pytest.mark.slow
 def test_concurrent_sessions_do_not_interfere(servers: dict[str, str]) -> None:
     remote_wordle = kit.remote.env("wordle", servers["wordle"])
 
@@ -272,6 +274,7 @@ def test_malformed_messages_get_clear_errors_and_the_session_survives(
             stale.step("[crane]")
 
 
+@pytest.mark.slow
 def test_a_full_server_refuses_clearly_and_frees_closed_sessions(servers: dict[str, str]) -> None:
     remote_echo = kit.remote.env("echo", servers["echo"])
     with ExitStack() as stack:
@@ -337,6 +340,7 @@ class _Relay:
         self.cut()
 
 
+@pytest.mark.slow
 def test_a_dropped_socket_raises_instead_of_playing_a_fresh_board(servers: dict[str, str]) -> None:
     # Closed underneath the env through OpenEnv's own client: its next call reopens the socket,
     # and the server gives the new socket a fresh env. The env must notice, not play on.
@@ -438,6 +442,7 @@ def test_grpo_trains_through_a_served_game(servers: dict[str, str], tmp_path: Pa
     assert entry["tools/failure_frequency"] == pytest.approx(1 / 3)
 
 
+@pytest.mark.slow
 def test_servers_pass_openenv_runtime_validation(servers: dict[str, str]) -> None:
     from openenv.cli._validation import validate_running_environment
 

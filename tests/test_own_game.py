@@ -43,6 +43,7 @@ def game() -> ModuleType:
     return importlib.import_module("examples.guess_number")
 
 
+@pytest.mark.slow
 def test_the_kit_does_not_import_the_game() -> None:
     """Every module of the kit imported, and every game it knows listed: no fifth game."""
     modules = sorted(
@@ -236,6 +237,7 @@ def test_a_server_plays_the_game_as_the_tool_env_does(game: ModuleType) -> None:
         assert remote.won and remote.reward == local.reward == 1.0
 
 
+@pytest.mark.slow
 def test_the_runbook_takes_the_game_by_its_module(game: ModuleType, tmp_path: Path) -> None:
     """``python -m kit.demo --game examples.guess_number``: the game ships no SFT file, so its
     warm-up is played by its solver; the tiny tokenizer learns the game's words; every output is

@@ -12,6 +12,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
+@pytest.mark.slow
 def test_readme_python_block_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the examples write under runs/
     exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {})

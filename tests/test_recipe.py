@@ -302,6 +302,7 @@ def test_detect_says_whether_this_cpu_has_native_bf16():
     assert detect().cpu_bf16 == bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+@pytest.mark.slow
 def test_a_rerun_resumes_from_the_last_checkpoint(tmp_path, capsys):
     """A run that saves checkpoints continues from its last one when run again (a lost Colab
     runtime); a run that saves none (the CPU default) starts afresh."""
@@ -380,6 +381,7 @@ def test_evaluation_renders_with_the_recipes_template_kwargs():
     assert with_kwargs.prompt_ids[: -len(empty_think)] == without.prompt_ids
 
 
+@pytest.mark.slow
 def test_the_readmes_profile_table_is_the_code_s():
     from pathlib import Path
 

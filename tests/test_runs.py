@@ -62,6 +62,7 @@ print(run_dir(None, Path(sys.argv[1])))
 """
 
 
+@pytest.mark.slow
 def test_processes_racing_in_one_second_get_distinct_folders(tmp_path):
     n = 4
     code = RACER.format(stamp=STAMP, at=time.time() + 2.0)
@@ -139,6 +140,7 @@ def _train(how: str, tmp_path: Path, **env: str) -> dict:
     return torch.load(weights)
 
 
+@pytest.mark.slow
 def test_a_notebook_trains_weight_for_weight_as_the_demo_at_the_same_thread_count(tmp_path):
     """Why kit.notebook.setup pins the threads: notebook 2's GRPO run must be the runbook's, step
     for step. Without the pin, the same two threads sum differently on an MKL build (MKL's dynamic

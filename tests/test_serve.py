@@ -106,6 +106,7 @@ def test_a_bare_reset_draws_a_task_from_the_servers_seed() -> None:
     assert drawn[0] == drawn[1] and len({task["seed"] for task in drawn[0]}) == 3
 
 
+@pytest.mark.slow
 def test_the_command_line_serves_a_game(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a free port: bind, read, release
         probe.bind(("127.0.0.1", 0))
@@ -218,6 +219,7 @@ def test_kit_remote_plays_an_official_server_and_warns_that_it_ignores_the_task(
                 env.game.step(moves[-1])
 
 
+@pytest.mark.slow
 def test_the_wheel_serves_a_game_without_the_checkout(tmp_path: Path) -> None:
     """``kit.serve`` ships in the wheel: installed alone, away from the repository, it serves."""
     pytest.importorskip("hatchling", reason="building the wheel needs hatchling (the dev extra)")

@@ -218,6 +218,7 @@ def test_environment_calls_run_inline_and_a_failure_stays_in_its_frame() -> None
     assert len(ProbeEcho.calls) == 7 and all(ProbeEcho.calls), ProbeEcho.calls
 
 
+@pytest.mark.slow
 def test_idle_sessions_expire_and_free_their_slots(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SESSION_IDLE_TIMEOUT_S", "0.6")  # build_app reads it; an argument wins
     with _serve(EchoEnvironment, max_concurrent_envs=3) as server:

@@ -351,6 +351,7 @@ def test_famous_hard_puzzles_are_accepted() -> None:
         assert game.solution == solutions(puzzle, 1)[0]
 
 
+@pytest.mark.slow
 def test_every_puzzle_the_kit_deals_or_ships_is_well_within_the_budget() -> None:
     """reset(puzzle=...) must take back any puzzle the kit hands out (dataset rows carry them):
     each settles in a tenth of the budget. The worst of 100,000 disguised hard puzzles needs

@@ -111,3 +111,39 @@ def test_grpo_with_where_trains_only_on_the_chosen_tasks(tmp_path):
     assert len(trainer.train_dataset) == 2 * batch // group
     tasks = [t.task for step in capture.batches for t in step.trajectories]
     assert len(tasks) == 2 * batch and all(task["ball_col"] == 0 for task in tasks)
+
+
+@pytest.mark.slow
+def test_the_notebooks_fallback_makes_each_missing_checkpoint_once_then_loads_it(tmp_path, capsys):
+    """Notebooks 2 and 4 run alone: ``grpo_checkpoint`` makes the SFT checkpoint, GRPO-trains
+    from it and saves both, each with its record; a later call loads, and another game's run is
+    refused before anything trains."""
+    import json
+
+    from kit.guards import CHECKPOINT_RECORD
+    from kit.train import grpo_checkpoint, recipe, sft_checkpoint
+
+    catch = recipe("tiny", "catch", max_completion_length=32)
+    folder, run = tmp_path / "checkpoints", tmp_path / "04_evaluation"
+    grpo_checkpoint(catch, folder, 2, 1, 0, run)
+    out = capsys.readouterr().out
+    for name in ("grpo-model", "sft-model"):
+        assert f"no checkpoint at {folder / name} yet: making it" in out
+        assert f"saved the checkpoint {folder / name}" in out
+    records = {
+        n: json.loads((folder / n / CHECKPOINT_RECORD).read_text())
+        for n in ("sft-model", "grpo-model")
+    }
+    assert (records["sft-model"]["phase"], records["sft-model"]["steps"]) == ("sft", 2)
+    assert (records["grpo-model"]["phase"], records["grpo-model"]["steps"]) == ("grpo", 1)
+    assert (run / "grpo").is_dir()  # the GRPO run's trainer files, apart from the checkpoints
+    sft_checkpoint(catch, folder, 2, 0, tmp_path / "elsewhere")
+    grpo_checkpoint(catch, folder, 2, 1, 0, tmp_path / "elsewhere")
+    assert capsys.readouterr().out == (
+        f"loaded the checkpoint {folder / 'sft-model'}\nloaded the checkpoint {folder / 'grpo-model'}\n"
+    )
+    assert not (tmp_path / "elsewhere").exists()  # nothing trained
+    wordle = recipe("tiny", "wordle", max_completion_length=32)
+    with pytest.raises(ValueError, match=r"game: saved 'catch', now 'wordle'"):
+        grpo_checkpoint(wordle, folder, 2, 1, 0, tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()

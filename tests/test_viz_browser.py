@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a JupyterLab server and a browser
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 REPO = Path(__file__).resolve().parents[1]

@@ -259,6 +259,7 @@ def test_live_oracle(variant: str, nltk_data: None) -> None:
 
 
 @pytest.mark.oracle
+@pytest.mark.slow
 def test_live_oracle_without_nltk_data_skips_except_in_ci(tmp_path: Path) -> None:
     # A plain clone has no ../shared/reference/nltk_data: the oracle says why it skips, and in
     # CI it runs (and fails) instead of hiding the missing data behind a skip.
@@ -302,6 +303,7 @@ def test_solver_plays_all_156_secrets() -> None:
     assert statistics.mean(counts) <= 3.6 and max(counts) <= 6
 
 
+@pytest.mark.slow
 def test_solver_long_and_hardcore() -> None:
     long = VARIANTS["Wordle-v0-long"]
     assert all(solve(s, **long).won for s in secrets(7))
