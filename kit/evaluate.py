@@ -21,7 +21,7 @@ won episode: how directly a player wins, undefined until it wins once). :data:`P
 the four figures a results table of a tool-calling game reports. Rates get Wilson intervals;
 means get a percentile bootstrap that resamples *tasks* (the ``num_generations`` episodes of one
 task are not independent). Wilson treats trials as independent, so the valid-call interval (calls
-of one episode are correlated) is optimistic.
+of one episode are correlated) is optimistic. The statistics themselves are :mod:`kit.stats`.
 
 "Did training help?" is a paired question: :func:`compare` plays the *same* tasks before and
 after and bootstraps the difference over tasks, and over the episodes within each task, so a
@@ -44,7 +44,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,11 +55,10 @@ from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.rollout import SAMPLING, sampling_settings
 from kit.solvers.policies import PolicyFactory
+from kit.stats import BOOTSTRAP_RESAMPLES, Estimate, mean, paired_difference, rate
 from kit.tasks import TURN_LIMITS, TaskProvider, check_count, check_seed, prompt
 from kit.trajectory import Trajectory, tool_calls
 
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
-BOOTSTRAP_RESAMPLES = 2000
 # Completion budgets (TRL's max_completion_length) that hold a whole solver-length game with the
 # tiny model's 512-token vocabulary, by game (each GameSpec.budget); a real tokenizer needs fewer
 # tokens for the same text.
@@ -92,75 +90,6 @@ LABELS = {
 # The columns a paper's results table has for a tool-calling game: how often the player wins, how
 # directly it wins, how often it calls a tool wrongly, and the valid share of its calls.
 PUBLISHED = ("win_rate", "moves_per_win", "invalid_calls", "valid_call_rate")
-
-
-# -- intervals ------------------------------------------------------------------------------------
-def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial rate; ``(nan, nan)`` for zero trials.
-
-    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or n successes,
-    which is where small CPU evaluations live.
-    """
-    if trials < 0 or not 0 <= successes <= trials:
-        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
-    if trials == 0:
-        return math.nan, math.nan
-    p = successes / trials
-    denominator = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def bootstrap_mean(
-    groups: Sequence[Sequence[float]], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
-) -> tuple[float, float]:
-    """A 95% percentile-bootstrap interval of the mean, resampling whole groups (tasks).
-
-    ``groups[i]`` holds the values of task ``i``'s episodes; each resample draws as many tasks
-    as there are, with replacement, and takes the mean over their episodes. Seeded: the same
-    input gives the same interval. One task gives a zero-width interval: there is nothing to
-    resample, which says how little one task tells.
-    """
-    groups = [list(group) for group in groups if group]
-    if not groups:
-        return math.nan, math.nan
-    rng = random.Random(f"kit.evaluate.bootstrap/{seed}")
-    means = []
-    for _ in range(resamples):
-        picked = [groups[rng.randrange(len(groups))] for _ in groups]
-        means.append(sum(map(sum, picked)) / sum(map(len, picked)))
-    means.sort()
-    return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A measured value with its 95% interval; ``n`` trials (rates) or episodes (means)."""
-
-    value: float
-    low: float
-    high: float
-    n: int
-
-    def __str__(self) -> str:
-        if math.isnan(self.value):
-            return "-"
-        digits = 2 if abs(self.value) < 10 else 0
-        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
-
-
-def _rate(successes: int, trials: int) -> Estimate:
-    low, high = wilson(successes, trials)
-    return Estimate(successes / trials if trials else math.nan, low, high, trials)
-
-
-def _mean(groups: Sequence[Sequence[float]], seed: int) -> Estimate:
-    values = [value for group in groups for value in group]
-    if not values:
-        return Estimate(math.nan, math.nan, math.nan, 0)
-    low, high = bootstrap_mean(groups, seed)
-    return Estimate(sum(values) / len(values), low, high, len(values))
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -412,15 +341,11 @@ def compare(
     seed: int = 0,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Comparison:
-    """Compare two evaluations of the same tasks on one per-episode metric.
-
-    A two-level bootstrap: each resample draws tasks with replacement, then, within each drawn
-    task, that task's episodes of each player with replacement, and takes the difference of the
-    means. Resampling the episodes too keeps the interval honest when a task has few of them (one
-    greedy episode has no spread to resample, so greedy-vs-greedy leans on the tasks alone). The
-    p-value is twice the smaller tail of the resampled differences at 0, at least ``1/resamples``
-    apart from exactly 0 (then no resample crossed 0). Raises ``ValueError`` unless both
-    evaluations played the same tasks in the same order (same split, ``num_tasks`` and ``seed``).
+    """Compare two evaluations of the same tasks on one per-episode metric: the difference of
+    the task means with its interval and p-value, from :func:`kit.stats.paired_difference` (a
+    bootstrap over the tasks and over the episodes within each). Raises ``ValueError`` unless
+    both evaluations played the same tasks in the same order (same split, ``num_tasks`` and
+    ``seed``).
     """
     if metric not in PAIRED_METRICS:
         raise ValueError(f"metric must be one of {PAIRED_METRICS}, got {metric!r}")
@@ -433,31 +358,21 @@ def compare(
     a, b = first.values.get(metric), second.values.get(metric)
     if not a or not b or not all(a) or not all(b):
         raise ValueError(f"no per-episode values of {metric!r} to compare for {game}")
-    rng = random.Random(f"kit.evaluate.compare/{seed}")
-    differences = []
-    n = len(a)
-    for _ in range(resamples):
-        total_a = total_b = 0.0
-        for _ in range(n):
-            i = rng.randrange(n)
-            total_a += sum(rng.choice(a[i]) for _ in a[i]) / len(a[i])
-            total_b += sum(rng.choice(b[i]) for _ in b[i]) / len(b[i])
-        differences.append((total_b - total_a) / n)
-    differences.sort()
-    mean_a = sum(sum(x) / len(x) for x in a) / n
-    mean_b = sum(sum(x) / len(x) for x in b) / n
-    low = differences[int(0.025 * (resamples - 1))]
-    high = differences[int(math.ceil(0.975 * (resamples - 1)))]
-    tail = min(sum(d <= 0 for d in differences), sum(d >= 0 for d in differences)) / resamples
+    difference, p_value = paired_difference(a, b, seed, resamples)
     return Comparison(
         game=game,
         metric=metric,
-        before=mean_a,
-        after=mean_b,
-        difference=Estimate(mean_b - mean_a, low, high, n),
-        p_value=min(1.0, 2 * tail),
-        tasks=n,
+        before=_task_mean(a),
+        after=_task_mean(b),
+        difference=difference,
+        p_value=p_value,
+        tasks=len(a),
     )
+
+
+def _task_mean(values: Sequence[Sequence[float]]) -> float:
+    """The mean of the tasks' means: each task counts once, however many episodes it has."""
+    return sum(sum(x) / len(x) for x in values) / len(values)
 
 
 def by_task(
@@ -862,16 +777,16 @@ def _summarise(
         game=game,
         tasks=tasks,
         episodes=len(trajectories),
-        win_rate=_rate(wins, len(trajectories)),
-        finished=_rate(finished, len(trajectories)),
-        mean_reward=_mean(per_task["mean_reward"], seed),
-        valid_call_rate=_rate(valid, executed),
-        with_call=_rate(with_call, len(trajectories)),
-        calls=_mean(per_task["calls"], seed),
-        turns=_mean(per_task["turns"], seed),
-        tokens=_mean(per_task["tokens"], seed),
-        moves_per_win=_mean(per_task["moves_per_win"], seed),
-        invalid_calls=_mean(per_task["invalid_calls"], seed),
+        win_rate=rate(wins, len(trajectories)),
+        finished=rate(finished, len(trajectories)),
+        mean_reward=mean(per_task["mean_reward"], seed),
+        valid_call_rate=rate(valid, executed),
+        with_call=rate(with_call, len(trajectories)),
+        calls=mean(per_task["calls"], seed),
+        turns=mean(per_task["turns"], seed),
+        tokens=mean(per_task["tokens"], seed),
+        moves_per_win=mean(per_task["moves_per_win"], seed),
+        invalid_calls=mean(per_task["invalid_calls"], seed),
         valid_calls=valid,
         executed_calls=executed,
         trajectories=trajectories,

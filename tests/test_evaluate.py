@@ -20,7 +20,6 @@ from kit.evaluate import (  # noqa: E402
     METRICS,
     PUBLISHED,
     Evaluation,
-    bootstrap_mean,
     by_task,
     compare,
     evaluate,
@@ -28,10 +27,10 @@ from kit.evaluate import (  # noqa: E402
     plot,
     table,
     text_table,
-    wilson,
 )
 from kit.models import tiny_model  # noqa: E402
 from kit.solvers.policies import noisy_policy, random_policy, solver_policy  # noqa: E402
+from kit.stats import bootstrap_mean, paired_difference, wilson  # noqa: E402
 from tests.sampling import (  # noqa: E402
     EXPLICIT,
     MODEL_MIN_P,
@@ -540,3 +539,20 @@ def test_evaluate_in_turn_refuses_what_it_cannot_do():
         evaluate_in_turn({"base": tiny_model}, "catch", name="other")
     with pytest.raises(ValueError, match="loader"):
         evaluate_in_turn({"base": "Qwen/Qwen3-1.7B"}, "catch")
+
+
+def test_a_paired_difference_of_a_side_with_itself_is_zero_and_bad_pairs_are_refused():
+    # the same tasks drawn for both sides: without spread inside a task, no difference at all
+    tasks = [[1.0, 1.0], [0.0], [1.0]]
+    difference, p_value = paired_difference(tasks, tasks, seed=1, resamples=200)
+    assert (difference.value, difference.low, difference.high, difference.n) == (0.0, 0.0, 0.0, 3)
+    assert p_value == 1.0
+    # episodes are drawn apart for each side, so a task's spread widens the interval around 0
+    spread, _ = paired_difference([[1.0, 0.0]] * 3, [[1.0, 0.0]] * 3, seed=1, resamples=200)
+    assert spread.value == 0.0 and spread.low < 0.0 < spread.high
+    better, p_better = paired_difference([[0.0]] * 12, [[1.0]] * 12, resamples=200)
+    assert (better.value, better.low, better.high, p_better) == (1.0, 1.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="same tasks on both sides, got 3 and 2"):
+        paired_difference(tasks, tasks[:2])
+    with pytest.raises(ValueError, match="at least one episode on each side"):
+        paired_difference(tasks, [[1.0], [], [0.0]])

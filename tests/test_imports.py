@@ -72,3 +72,11 @@ def test_the_circle_finder_finds_a_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert import_graph()["kit.train"] >= {"kit.defaults", "kit.hardware"}
+
+
+def test_the_leaf_modules_import_nothing_of_the_kit():
+    """The constants several layers need and the statistics every figure carries sit below
+    everything else: importing them pulls in no other part of the kit."""
+    graph = import_graph()
+    assert graph["kit.defaults"] == set() and graph["kit.stats"] == set()
+    assert "kit.stats" in graph["kit.evaluate"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -279,3 +281,20 @@ def test_notebook_runs_without_an_error_or_a_usage_error(path, tmp_path, checkpo
             assert f"saved the checkpoint {folder / name}" in outputs
     for name in SAVES.get(path.stem, []) + LOADS.get(path.stem, []):
         assert not missing_files(folder / name), f"{path.stem} left no {name}"
+
+
+def test_the_fast_lane_leaves_the_notebooks_out():
+    """conftest.py marks every nbval cell ``slow``: ``-m "not slow"`` collects none of them, and
+    ``-m slow`` collects every code cell."""
+
+    def collected(marks: str) -> str:
+        command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        notebooks = [str(path) for path in NOTEBOOKS]
+        done = subprocess.run(
+            [*command, "-m", marks, *notebooks], cwd=ROOT, capture_output=True, text=True
+        )
+        return done.stdout
+
+    cells = sum(len(_code(nbformat.read(path, as_version=4))) for path in NOTEBOOKS)
+    assert f"no tests collected ({cells} deselected)" in collected("not slow")
+    assert f"{cells} tests collected" in collected("slow")
