@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 import harness
 from harness import ENGINE, ENV, Contender, Move
 
+from kit.builtin.catch.engine import ACTIONS, Catch
 from kit.envs import CatchEnv
-from kit.games.catch import ACTIONS, Catch
 
 GAME = "catch"
 REFERENCE = "OpenSpiel"

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 import harness
 from harness import ENGINE, ENV, Contender, Move
 
+from kit.builtin.echo.engine import Echo
+from kit.builtin.echo.solver import EchoSolver
 from kit.envs import EchoEnv
-from kit.games.echo import Echo
-from kit.solvers.echo import EchoSolver
 
 GAME = "echo"
 _EPISODE = 20

@@ -36,8 +36,8 @@ from typing import Any
 import harness
 from harness import ENGINE, ENV, Contender, Move
 
+from kit.builtin.sudoku.engine import DIFFICULTIES, Sudoku
 from kit.envs import SudokuEnv
-from kit.games.sudoku import DIFFICULTIES, Sudoku
 from kit.solvers import play
 
 GAME = "sudoku"

@@ -32,9 +32,9 @@ from pathlib import Path
 import harness
 from harness import ENGINE, ENV, Contender, Move
 
+from kit.builtin.wordle import engine as wordle
+from kit.builtin.wordle.engine import Wordle
 from kit.envs import WordleEnv
-from kit.games import wordle
-from kit.games.wordle import Wordle
 
 GAME = "wordle"
 REFERENCE = "TextArena"

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.builtin.catch import CATCH_COLUMNS
+from kit.builtin.catch.solver import last_board
 from kit.episode import Message, Policy, assistant_message
-from kit.solvers.catch import last_board
 from kit.solvers.policies import PolicyFactory, latest, solver_policy
 
 # The setting docs/results.md's figures were measured in: the tiny model with tied embeddings, 1,000

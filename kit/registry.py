@@ -6,7 +6,7 @@ over a dozen places that each branched on the game's name, so a new game meant e
 everywhere. Now each game is one module that builds a ``GameSpec`` and calls ``register``; the
 datasets, SFT sets, diagnostics, evaluation, rollout, visualisers and servers look it up here.
 
-The four built-in games live in ``kit/builtin/<game>.py`` and are imported on first use, one at
+The four built-in games live in ``kit/builtin/<game>/`` and are imported on first use, one at
 a time, so ``import kit.registry`` stays cheap and one broken game cannot break the others. A
 game of your own is registered from your own code, without editing the kit::
 

@@ -98,7 +98,7 @@ def partial_credit(episode: Episode) -> float:
     * Catch: once the ball has landed, ``1 - |paddle - ball| / (columns - 1)``; 0.0 before,
       so a policy that stops moving half-way is paid nothing.
 
-    Each game's own ``GameSpec.partial`` computes it (``kit/builtin/<game>.py``).
+    Each game's own ``GameSpec.partial`` computes it (``kit/builtin/<game>/``).
     Forfeited (0.0) when invalid moves ended the game (Wordle, Sudoku): the reference pays
     exactly that case, which teaches a policy to end a game on purpose to cash in its progress.
     Echo has nothing to make progress on and raises ``ValueError``.
@@ -300,7 +300,7 @@ class Reward:
 
 def default_reward(game: str) -> Reward:
     """The reward each game's notebooks train with (its ``GameSpec.reward`` terms, in
-    ``kit/builtin/<game>.py``); ``kit.diagnostics`` checks that it ranks solver > noisy solver >
+    ``kit/builtin/<game>/``); ``kit.diagnostics`` checks that it ranks solver > noisy solver >
     random play.
 
     * wordle: won + 0.2 guesses_left + 0.5 partial_credit - 0.1 failed_calls

@@ -45,7 +45,7 @@ SYSTEM_PROMPT = (
     "before the next move. When the game is over, stop calling tools and answer in one short "
     "sentence."
 )
-# Each game's own values (its GameSpec, kit/builtin/<game>.py), by name; games registered later
+# Each game's own values (its GameSpec, kit/builtin/<game>/), by name; games registered later
 # are in them too.
 USER_PROMPTS = registry.View("prompt")
 # Tool-calling rounds an episode may take (TRL's max_tool_calling_iterations).

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.games.catch import ACTIONS, Catch, parse_action
-from kit.solvers.catch import CatchSolver
+from kit.builtin.catch.engine import ACTIONS, Catch, parse_action
+from kit.builtin.catch.solver import CatchSolver
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "catch.json").read_text())["episodes"]
 INVALID = [

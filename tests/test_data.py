@@ -10,11 +10,11 @@ import re
 import pytest
 
 from kit.builtin.wordle import wordle_secrets
+from kit.builtin.wordle.engine import secrets
 from kit.data import SHIPPED_SFT, jsonl
 from kit.envs import ENVS, env_tools
 from kit.episode import tool_schemas
 from kit.games import make
-from kit.games.wordle import secrets
 from kit.paths import data_dir
 from kit.rewards import validate_environments
 from kit.scoring import compute_score

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from kit.builtin.catch.solver import CatchSolver
 from kit.diagnostics import TOTAL, diagnose
 from kit.envs import ENVS, CatchEnv, WordleEnv
 from kit.episode import assistant_message, replay, run_episode
 from kit.rewards import Reward, called_tool, default_reward, won
 from kit.rollout import model_policy
-from kit.solvers.catch import CatchSolver
 from kit.solvers.policies import noisy_policy, random_policy, to_tool_call
 
 ROW = {"prompt": [{"role": "user", "content": "Play.\n\n"}]}

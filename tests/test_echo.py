@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kit.builtin.echo.engine import EMPTY_MESSAGE, READY, Echo
+from kit.builtin.echo.solver import EchoSolver
 from kit.envs import EchoEnv
-from kit.games.echo import EMPTY_MESSAGE, READY, Echo
-from kit.solvers.echo import EchoSolver
 
 MESSAGES = ["a", "Hi", "abc", "Hello, World!", "héllo wörld", "🙂" * 7, "x" * 100_000, "\n\t"]
 

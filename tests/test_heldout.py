@@ -17,15 +17,15 @@ import pytest
 from kit import registry
 from kit.builtin.catch import CATCH_COLUMNS, CATCH_EVAL_ROWS, CATCH_TRAIN_ROWS
 from kit.builtin.sudoku import SUDOKU_DIFFICULTY
+from kit.builtin.sudoku.engine import DIFFICULTIES
 from kit.builtin.wordle import WORDLE_EVAL_SIZE, wordle_secrets
+from kit.builtin.wordle.solver import WordleSolver
 from kit.data import SHIPPED_SFT
 from kit.envs import ENVS
 from kit.games import make
-from kit.games.sudoku import DIFFICULTIES
 from kit.paths import data_dir
 from kit.sft import load_sft, sft_examples
 from kit.solvers.policies import noisy_policy, random_policy, solver_policy
-from kit.solvers.wordle import WordleSolver
 from kit.tasks import HELD_OUT, leaks, mixture_dataset, task_dataset
 
 EVAL_SECRETS = frozenset(wordle_secrets("eval"))

@@ -80,3 +80,21 @@ def test_the_leaf_modules_import_nothing_of_the_kit():
     graph = import_graph()
     assert graph["kit.defaults"] == set() and graph["kit.stats"] == set()
     assert "kit.stats" in graph["kit.evaluate"]
+
+
+def test_each_built_in_game_lives_in_its_own_folder():
+    """Reading one game's folder teaches how to add one: engine, solver, tool env with its spec,
+    and server adapter together, and no part of a game anywhere else in the kit."""
+    from kit.registry import BUILTIN
+
+    for game, module in BUILTIN.items():
+        folder = KIT / "builtin" / game
+        assert module == f"kit.builtin.{game}"
+        assert {p.name for p in folder.glob("*.py")} == {
+            "__init__.py",
+            "engine.py",
+            "solver.py",
+            "serve.py",
+        }
+        strays = list(KIT.rglob(f"{game}.py"))
+        assert not strays, strays

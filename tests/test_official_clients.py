@@ -38,8 +38,8 @@ pytest.importorskip("openenv", reason="the OpenEnv servers need `pip install 'ki
 websockets_client = pytest.importorskip("websockets.sync.client")
 
 import kit.serve  # noqa: E402
+from kit.builtin.sudoku.engine import solutions  # noqa: E402
 from kit.games import make  # noqa: E402
-from kit.games.sudoku import solutions  # noqa: E402
 from kit.solvers import solver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ TASKS: dict[str, dict[str, Any]] = {
 """The task each recording drew, sent with our resets so that the same values are due."""
 
 EXTENSIONS = {("catch", 2): "the kit also takes Catch moves as {'message': 'STAY'}"}
-"""Recorded frames the official server refuses and the kit deliberately plays (kit/serve/catch.py):
+"""Recorded frames the official server refuses and the kit deliberately plays (kit/builtin/catch/serve.py):
 sent on a session of their own (``test_catch_takes_the_kits_message_action``), so that the
 recorded session's later frames (the state's ``step_count``) still compare."""
 

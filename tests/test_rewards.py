@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kit.builtin.wordle.engine import feedback
 from kit.envs import CatchEnv, EchoEnv, SudokuEnv, WordleEnv
 from kit.episode import Episode, assistant_message, call_tool
-from kit.games.wordle import feedback
 from kit.rewards import (
     Reward,
     Term,

@@ -229,7 +229,7 @@ def test_the_wheel_serves_a_game_without_the_checkout(tmp_path: Path) -> None:
     (wheel,) = wheels.glob("kit-*.whl")
     install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
     subprocess.run([*install, str(wheel)], check=True, cwd=tmp_path)
-    assert (target / "kit" / "serve" / "wordle.py").is_file()
+    assert (target / "kit" / "builtin" / "wordle" / "serve.py").is_file()
     code = (
         f"import kit, kit.serve; assert kit.__file__.startswith({str(target)!r}), kit.__file__; "
         "url, server = kit.serve.resolve_env('wordle'); "

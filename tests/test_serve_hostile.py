@@ -28,11 +28,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 from websockets.sync.client import ClientConnection, connect  # noqa: E402
 
 import kit.serve  # noqa: E402
+from kit.builtin.catch.serve import CatchEnvironment  # noqa: E402
+from kit.builtin.echo.serve import EchoEnvironment  # noqa: E402
+from kit.builtin.wordle.serve import WordleEnvironment  # noqa: E402
 from kit.serve import ENVIRONMENTS  # noqa: E402
-from kit.serve.catch import CatchEnvironment  # noqa: E402
-from kit.serve.echo import EchoEnvironment  # noqa: E402
 from kit.serve.websocket import observation_json  # noqa: E402
-from kit.serve.wordle import WordleEnvironment  # noqa: E402
 
 TIMEOUT_S = 10
 

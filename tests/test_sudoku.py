@@ -11,17 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.games import make
-from kit.games.sudoku import (
+from kit.builtin.sudoku.engine import (
     DIFFICULTIES,
     MAX_SEARCH_NODES,
     SearchLimitError,
     Sudoku,
     solutions,
 )
+from kit.builtin.sudoku.solver import SudokuSolver
+from kit.games import make
 from kit.paths import data_dir
 from kit.solvers import play, solver
-from kit.solvers.sudoku import SudokuSolver
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EPISODES = json.loads((FIXTURES / "sudoku.json").read_text())["episodes"]

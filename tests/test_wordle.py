@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kit.builtin.wordle.engine import VARIANTS, Wordle, dictionary, feedback, secrets
+from kit.builtin.wordle.solver import FIRST_GUESS, WordleSolver
 from kit.games import make
-from kit.games.wordle import VARIANTS, Wordle, dictionary, feedback, secrets
 from kit.paths import data_dir
 from kit.solvers import play, solver
-from kit.solvers.wordle import FIRST_GUESS, WordleSolver
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # run as a script from a checkout
 
-from kit.games.sudoku import DIFFICULTIES, solutions  # noqa: E402
+from kit.builtin.sudoku.engine import DIFFICULTIES, solutions  # noqa: E402
 
 
 def _safe(grid: list[list[int]], row: int, col: int, num: int) -> bool:

@@ -1,10 +1,10 @@
 """The kit's Echo as an OpenEnv server: ``uvicorn envs.echo.server:app`` (what the Dockerfile runs).
 
-The environment and its wire schema live in ``kit/serve/echo.py``, inside the wheel;
+The environment and its wire schema live in ``kit/builtin/echo/serve.py``, inside the wheel;
 ``python -m kit.serve echo`` serves the same app without this folder.
 """
 
+from kit.builtin.echo.serve import EchoEnvironment
 from kit.serve import build_app
-from kit.serve.echo import EchoEnvironment
 
 app = build_app(EchoEnvironment)

@@ -1,4 +1,5 @@
-"""The four games as small, dependency-free engines.
+"""The contract every game engine meets, and ``make``; the four built-in engines live in their
+games' folders (``kit/builtin/<game>/engine.py``), as small, dependency-free engines.
 
 Why our own engines: the references (TextArena's Wordle/Sudoku, OpenSpiel's Catch, OpenEnv's
 echo env) are what TRL's and OpenEnv's examples train on, so a model trained here must play them

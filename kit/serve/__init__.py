@@ -3,7 +3,7 @@
 Why: a game behind an OpenEnv server can be shared by many trainers, run on other machines and
 reached by URL, and the clients the ecosystem already has (TRL's OpenEnv examples, OpenEnv's
 typed clients) play it unchanged, because each game speaks its official server's schema
-(``kit/serve/<game>.py``). In a notebook the server is one line::
+(``kit/builtin/<game>/serve.py``). In a notebook the server is one line::
 
     url, server = kit.serve.resolve_env("wordle")        # served on a free loopback port
     RemoteWordle = kit.remote.spec_to_factory("wordle")  # a zero-argument environment_factory

@@ -12,11 +12,11 @@ import string
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from kit.builtin.echo.engine import EMPTY_MESSAGE, Echo
+from kit.builtin.echo.solver import EchoSolver
 from kit.envs import GameEnv, as_text
-from kit.games.echo import EMPTY_MESSAGE, Echo
 from kit.registry import GameSpec, Move, MoveContext, register
 from kit.rewards import called_tool, env_reward, repeated_calls
-from kit.solvers.echo import EchoSolver
 from kit.tasks import task_of
 
 
@@ -84,6 +84,6 @@ SPEC = register(
         reason=lambda messages, call: "I'll send a short, friendly message.",
         leaks=_leaks,
         sft={"num_games": 200, "seed": 0, "noise": 0.0},
-        server="kit.serve.echo:EchoEnvironment",
+        server="kit.builtin.echo.serve:EchoEnvironment",
     )
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.games.sudoku import DIFFICULTIES, solutions
+from kit.builtin.sudoku.engine import DIFFICULTIES, solutions
 
 # Only the game writes these: TextArena strips "[GAME]" from echoed actions.
 _MARKERS = ("[GAME] Game Board:\n", "[GAME] Board state: \n")

@@ -11,13 +11,13 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from kit.builtin.catch.engine import Catch
+from kit.builtin.catch.solver import CatchSolver, last_board
 from kit.envs import GameEnv, as_text, shown
 from kit.episode import Episode
-from kit.games.catch import Catch
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import called_tool, failed_calls, partial_credit, won
 from kit.sft import ending
-from kit.solvers.catch import CatchSolver, last_board
 from kit.solvers.policies import latest
 from kit.tasks import listing, load_split, task_of
 
@@ -178,7 +178,7 @@ SPEC = register(
         sft={"num_games": 200, "seed": 0, "noise": 0.0, "reasoning": False},
         splits=_splits,
         split_card=_split_card,
-        server="kit.serve.catch:CatchEnvironment",
+        server="kit.builtin.catch.serve:CatchEnvironment",
         breakdown="ball_col",
     )
 )

@@ -75,7 +75,7 @@ def feedback(secret: str, guess: str) -> str:
     """The marks ``guess`` earns against ``secret``, as TextArena computes them.
 
     ``feedback("crane", "eerie") == "X X Y X G"``: the secret comes first, as in the kit's
-    contract (``kit.games.wordle.feedback(secret, guess)``).
+    contract (``kit.builtin.wordle.engine.feedback(secret, guess)``).
     """
     if len(guess) != len(secret):
         raise ValueError(f"guess {guess!r} and secret {secret!r} differ in length")

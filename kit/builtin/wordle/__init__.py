@@ -12,9 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from kit.builtin.wordle.engine import Wordle, dictionary, secrets
+from kit.builtin.wordle.solver import WordleSolver
 from kit.envs import GameEnv, as_text, shown
 from kit.episode import Episode
-from kit.games.wordle import Wordle, dictionary, secrets
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import (
     called_tool,
@@ -27,7 +28,6 @@ from kit.rewards import (
 )
 from kit.sft import ending
 from kit.solvers.policies import own_calls, texts
-from kit.solvers.wordle import WordleSolver
 from kit.tasks import SPLIT_SEED, check_split, load_split, row_strings
 
 WORDLE_EVAL_SIZE = 31  # a fifth of the 156 secrets
@@ -155,7 +155,7 @@ class WordleEnv(GameEnv):
     """Wordle (TextArena ``Wordle-v0``): guess the secret five-letter word in six tries.
 
     Task columns: ``secret`` (a word) or ``seed`` (picks a secret). Reward: 1 for a win, else
-    partial credit of the last guess as TextArena pays it (see ``kit.games.wordle``).
+    partial credit of the last guess as TextArena pays it (see ``kit.builtin.wordle.engine``).
     """
 
     game_name = "wordle"
@@ -223,6 +223,6 @@ SPEC = register(
         card_notes=_card_notes,
         splits=_splits,
         split_card=_split_card,
-        server="kit.serve.wordle:WordleEnvironment",
+        server="kit.builtin.wordle.serve:WordleEnvironment",
     )
 )

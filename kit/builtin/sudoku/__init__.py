@@ -11,9 +11,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from kit.builtin.sudoku.engine import DIFFICULTIES, Sudoku, solutions
+from kit.builtin.sudoku.solver import SudokuSolver, last_board
 from kit.envs import GameEnv, as_int
 from kit.episode import Episode
-from kit.games.sudoku import DIFFICULTIES, Sudoku, solutions
 from kit.registry import GameSpec, Message, Move, MoveContext, register
 from kit.rewards import (
     called_tool,
@@ -25,7 +26,6 @@ from kit.rewards import (
 )
 from kit.sft import ending
 from kit.solvers.policies import latest
-from kit.solvers.sudoku import SudokuSolver, last_board
 from kit.tasks import load_split, task_of
 
 SUDOKU_EVAL_SIZE = 50
@@ -214,6 +214,6 @@ SPEC = register(
         sft={"num_games": 200, "seed": 0, "noise": 0.0, "difficulty": _SFT_DIFFICULTY},
         splits=_splits,
         split_card=_split_card,
-        server="kit.serve.sudoku:SudokuEnvironment",
+        server="kit.builtin.sudoku.serve:SudokuEnvironment",
     )
 )

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import cache
 
-from kit.games.wordle import LENGTHS, dictionary, feedback, secrets
+from kit.builtin.wordle.engine import LENGTHS, dictionary, feedback, secrets
 
 # What ``WordleSolver._choose`` picks on an empty board, keyed by (word_length, hardcore);
 # tests/test_wordle.py recomputes them.
@@ -41,7 +41,7 @@ _SAMPLE = 400
 
 
 class WordleSolver:
-    """``act(observation) -> "[word]"``; options as ``kit.games.wordle.Wordle``'s, and ``words``,
+    """``act(observation) -> "[word]"``; options as ``kit.builtin.wordle.engine.Wordle``'s, and ``words``,
     the pool it guesses from (default: the variant's secret list)."""
 
     def __init__(

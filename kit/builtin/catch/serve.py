@@ -15,8 +15,8 @@ from typing import Any
 from openenv.core.env_server.types import Action
 from pydantic import Field, model_validator
 
+from kit.builtin.catch.engine import Catch, parse_action
 from kit.games import Step
-from kit.games.catch import Catch, parse_action
 from kit.serve.base import KitEnvironment, KitObservation, KitState, OfficialReader
 
 ACTIONS = ("LEFT", "STAY", "RIGHT")
