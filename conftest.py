@@ -19,6 +19,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 os.environ.setdefault("KIT_SMOKE", "1")
 _CHECKPOINTS = tempfile.mkdtemp(prefix="kit-checkpoints-")
 atexit.register(shutil.rmtree, _CHECKPOINTS, ignore_errors=True)
@@ -33,8 +35,6 @@ os.environ.pop("MPLBACKEND", None)
 def pytest_collection_modifyitems(items: list) -> None:
     """Each notebook cell nbval runs is ``slow``: the four notebooks start kernels and train
     (smoke mode, half a minute together), so ``-m "not slow"``, the fast lane, leaves them out."""
-    import pytest
-
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)

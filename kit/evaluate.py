@@ -55,7 +55,7 @@ from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.rollout import SAMPLING, sampling_settings
 from kit.solvers.policies import PolicyFactory
-from kit.stats import BOOTSTRAP_RESAMPLES, Estimate, mean, paired_difference, rate
+from kit.stats import BOOTSTRAP_RESAMPLES, Estimate, mean, paired_difference, rate, task_mean
 from kit.tasks import TURN_LIMITS, TaskProvider, check_count, check_seed, prompt
 from kit.trajectory import Trajectory, tool_calls
 
@@ -362,17 +362,12 @@ def compare(
     return Comparison(
         game=game,
         metric=metric,
-        before=_task_mean(a),
-        after=_task_mean(b),
+        before=task_mean(a),
+        after=task_mean(b),
         difference=difference,
         p_value=p_value,
         tasks=len(a),
     )
-
-
-def _task_mean(values: Sequence[Sequence[float]]) -> float:
-    """The mean of the tasks' means: each task counts once, however many episodes it has."""
-    return sum(sum(x) / len(x) for x in values) / len(values)
 
 
 def by_task(

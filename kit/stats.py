@@ -128,11 +128,15 @@ def paired_difference(
             total_b += sum(rng.choice(after[i]) for _ in after[i]) / len(after[i])
         differences.append((total_b - total_a) / n)
     differences.sort()
-    mean_a = sum(sum(x) / len(x) for x in before) / n
-    mean_b = sum(sum(x) / len(x) for x in after) / n
     low, high = _percentiles(differences)
     tail = min(sum(d <= 0 for d in differences), sum(d >= 0 for d in differences)) / resamples
-    return Estimate(mean_b - mean_a, low, high, n), min(1.0, 2 * tail)
+    return Estimate(task_mean(after) - task_mean(before), low, high, n), min(1.0, 2 * tail)
+
+
+def task_mean(groups: Sequence[Sequence[float]]) -> float:
+    """The mean of the tasks' means (each group non-empty): each task counts once, however many
+    episodes it has, as in :func:`paired_difference`."""
+    return sum(sum(group) / len(group) for group in groups) / len(groups)
 
 
 def _percentiles(ordered: Sequence[float]) -> tuple[float, float]:
