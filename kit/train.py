@@ -1,4 +1,4 @@
-"""Training: configs right for the machine, one recipe per model, the two phases, and the script.
+"""Training: configs right for the machine, one recipe per model, and the two phases.
 
 TRL's configs default to bf16 and to logging integrations found on the machine; on a CPU the
 first fails and the second may try the network. ``grpo_config`` and ``sft_config`` pick safe
@@ -11,8 +11,8 @@ and :data:`GRPO`. ``warm_up`` (SFT on the shipped solver games, built by ``sft_t
 ``python -m kit.demo`` and the notebooks; both train through ``train``, which continues from a
 saved checkpoint and merges LoRA adapters back into the model. ``checkpoint`` loads a phase's
 saved model or makes and saves it, which is how the notebooks hand checkpoints on;
-``plot_log`` and ``log_table`` show a run's logged figures. ``python -m kit.train`` (:class:`Args`)
-is the notebooks' recipe as one script for any model and game, under ``accelerate`` too.
+The command line that runs the phases for any model and game, under ``accelerate`` too, is
+``python -m kit.demo``; ``kit.viz.plot_log`` and ``kit.viz.log_table`` show a run's log.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -734,92 +734,6 @@ def grpo_checkpoint(
     return checkpoint(Path(checkpoints) / "grpo-model", make, record, **recipe.load)
 
 
-def _logged(log_history: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[dict]:
-    """The training steps' log entries (those with a ``loss``), checked for ``keys``."""
-    steps = [dict(entry) for entry in log_history if "loss" in entry and "step" in entry]
-    if not steps:
-        raise ValueError("the log has no training step (no entry with a loss)")
-    missing = [key for key in keys if not any(key in entry for entry in steps)]
-    if missing or not keys or isinstance(keys, str):
-        logged = sorted({key for entry in steps for key in entry})
-        raise ValueError(f"never logged: {missing or keys!r}; the log has {logged}")
-    return steps
-
-
-def _value(entry: Mapping[str, Any], key: str) -> float:
-    value = entry.get(key)
-    return float(value) if isinstance(value, (int, float)) else math.nan
-
-
-def plot_log(
-    log_history: Sequence[Mapping[str, Any]], keys: Sequence[str], window: int = 10
-) -> Any:
-    """One panel per logged figure (``trainer.state.log_history``): its value at each training
-    step as dots, and its mean over the last ``window`` steps as a line.
-
-    Why both: a GRPO step on a CPU batch is a handful of episodes, so a single step's reward
-    jumps by more than a whole run moves it; the trailing mean shows the trend, the dots show
-    how much to trust it. Steps where a figure was not logged, or is NaN (a routed reward
-    whose environment had no row in that batch), are skipped, not drawn as 0. Returns a
-    matplotlib ``Figure`` that shows itself as PNG.
-    """
-    from matplotlib.ticker import MaxNLocator
-
-    from kit.viz.plots import new_figure
-
-    steps = _logged(log_history, keys)
-    if window < 1:
-        raise ValueError(f"window must be at least 1, got {window}")
-    columns = min(3, len(keys))
-    rows = -(-len(keys) // columns)
-    figure = new_figure(3.6 * columns, 2.6 * rows)
-    grid = figure.subplots(rows, columns, squeeze=False)
-    for axes, key in zip(grid.flat, keys, strict=False):
-        points = [(e["step"], _value(e, key)) for e in steps]
-        points = [(step, value) for step, value in points if math.isfinite(value)]
-        xs = [step for step, _ in points]
-        values = [value for _, value in points]
-        trailing = [
-            sum(values[max(0, i - window + 1) : i + 1]) / min(i + 1, window)
-            for i in range(len(values))
-        ]
-        axes.plot(xs, values, "o", markersize=2.5, alpha=0.45, color="#3884ff")
-        axes.plot(xs, trailing, color="#1c4f9c", linewidth=1.6, label=f"mean of {window} steps")
-        axes.set_title(key, fontsize=10)
-        axes.set_xlabel("step", fontsize=8)
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.tick_params(labelsize=8)
-    for axes in list(grid.flat)[len(keys) :]:
-        axes.set_visible(False)
-    grid.flat[0].legend(fontsize=7)
-    return figure
-
-
-def log_table(
-    log_history: Sequence[Mapping[str, Any]], keys: Sequence[str], parts: int = 10
-) -> Any:
-    """The mean of each logged figure over each ``parts``-th of the run, one row per part
-    labelled with its steps: a run's trend in a few lines of numbers a text can quote. A pandas
-    ``DataFrame``; NaN steps are left out of a mean, as in :func:`plot_log`."""
-    import pandas as pd
-
-    steps = _logged(log_history, keys)
-    if parts < 1:
-        raise ValueError(f"parts must be at least 1, got {parts}")
-    parts = min(parts, len(steps))
-    rows = []
-    for i in range(parts):
-        chunk = steps[i * len(steps) // parts : (i + 1) * len(steps) // parts]
-        row: dict[str, Any] = {"steps": f"{chunk[0]['step']}-{chunk[-1]['step']}"}
-        for key in keys:
-            values = [v for v in (_value(e, key) for e in chunk) if math.isfinite(v)]
-            row[key] = sum(values) / len(values) if values else math.nan
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("steps")
-
-
-# By class name: importing transformers' NotebookProgressCallback needs IPython, which the
-# `train` extra (what the main command installs) does not have.
 _PROGRESS_CALLBACKS = ("PrinterCallback", "ProgressCallback", "NotebookProgressCallback")
 
 
@@ -849,174 +763,3 @@ def quiet(trainer: Any, label: str, steps: int) -> None:
         if type(callback).__name__ in _PROGRESS_CALLBACKS:
             trainer.remove_callback(callback)
     trainer.add_callback(Line())
-
-
-# -- python -m kit.train: the notebooks' recipe as one script, on any model and game ------------
-@dataclass
-class Args:
-    """``python -m kit.train``: SFT warm-up, GRPO with ``Capture``, evaluation and checkpoints for
-    any model and game, with :func:`recipe`'s choices. Runs unchanged under ``accelerate launch``
-    (every rank trains on its share of each batch; rank 0 saves and evaluates)."""
-
-    model: str = field(default="tiny", metadata={"help": '"tiny" (offline), a hub id or a folder'})
-    game: str = field(default="catch", metadata={"help": "catch, wordle, sudoku or echo"})
-    seed: int = field(default=0, metadata={"help": "seeds the model, the tasks and the sampling"})
-    sft_steps: int | None = field(
-        default=None,
-        metadata={"help": "SFT warm-up steps (0: none; default: the recipe's for this model)"},
-    )
-    grpo_steps: int | None = field(
-        default=None, metadata={"help": "GRPO steps (0: none; default: the recipe's)"}
-    )
-    eval_generations: int = field(
-        default=8, metadata={"help": "episodes per held-out task in each evaluation (0: none)"}
-    )
-    out: str | None = field(
-        default=None, metadata={"help": "a new folder for the run (default: runs/train/<time>)"}
-    )
-    lora: bool | None = field(
-        default=None, metadata={"help": "LoRA instead of full tuning (default: where it must)"}
-    )
-    thinking: bool = field(default=False, metadata={"help": "Qwen3's enable_thinking"})
-    max_completion_length: int | None = field(
-        default=None, metadata={"help": "tokens per episode (default: the game's budget)"}
-    )
-    per_device_train_batch_size: int | None = field(
-        default=None, metadata={"help": "GRPO rollouts per process per step (default: recipe's)"}
-    )
-    num_generations: int | None = field(
-        default=None, metadata={"help": "GRPO rollouts per task (default: the recipe's)"}
-    )
-    vllm: bool | None = field(
-        default=None,
-        metadata={"help": "colocate vLLM for GRPO's generation (default: on a GPU where it fits)"},
-    )
-    report_to: str = field(default="none", metadata={"help": "none or trackio"})
-    project: str = field(
-        default="kit", metadata={"help": "trackio project (each run is named after its folder)"}
-    )
-    trackio_space_id: str | None = field(
-        default=None, metadata={"help": "also sync trackio to this Hugging Face Space"}
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run :class:`Args`; return (and, on rank 0, write to ``summary.json``) the figures."""
-    import dataclasses
-    import json
-
-    from accelerate import PartialState
-    from trl import TrlParser
-
-    from kit.evaluate import evaluate
-    from kit.models import save
-    from kit.runs import log_evaluation, quiet_libraries, run_dir, start_trackio, tracking
-
-    parser = TrlParser(dataclass_types=[Args])
-    (args,) = parser.parse_args_into_dataclasses(args=argv)
-    quiet_libraries()
-    state = PartialState()
-    # one new folder for the run: rank 0 makes it and tells the other ranks its name, or why not
-    made: list[Any] = [None]
-    if state.is_main_process:
-        try:
-            made = [Path(run_dir(Path(args.out) if args.out else None, Path("runs/train")))]
-        except ValueError as error:
-            made = [str(error)]
-    if state.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        broadcast_object_list(made)
-    if not isinstance(made[0], Path):
-        parser.error(made[0])  # every rank stops, with the message, rather than wait
-    folder = made[0]
-    logs = tracking(args.report_to, folder.name, args.project, args.trackio_space_id)
-    if state.is_main_process:
-        start_trackio(logs)
-    r = recipe(
-        args.model,
-        args.game,
-        None,
-        args.lora,
-        args.thinking,
-        args.max_completion_length,
-        args.vllm,
-    )
-    sft_steps = r.sft_steps if args.sft_steps is None else args.sft_steps
-    grpo_steps = r.grpo_steps if args.grpo_steps is None else args.grpo_steps
-    batch = {
-        key: value
-        for key in ("per_device_train_batch_size", "num_generations")
-        if (value := getattr(args, key)) is not None
-    }
-    grpo_args = {**r.grpo, **batch}
-    if batch:  # the user sized the batch: TRL's default generation batch, not the recipe's fit
-        grpo_args.pop("steps_per_generation", None)
-    r = dataclasses.replace(r, grpo=grpo_args)
-    if state.is_main_process:
-        print(r, flush=True)
-    model, tokenizer = r.load_model(args.seed)
-    summary: dict[str, Any] = {"args": vars(args), "recipe": str(r), "evaluations": {}}
-    evaluations = []
-
-    def measure(name: str) -> None:
-        if args.eval_generations and state.is_main_process:
-            result = evaluate(
-                model,
-                args.game,
-                tokenizer,
-                num_generations=args.eval_generations,
-                greedy=False,
-                seed=args.seed,
-                name=name,
-                **r.evaluation,
-            )
-            summary["evaluations"][name] = result.records()
-            evaluations.append(result)
-            log_evaluation(evaluations, logs)  # the table so far, when logging to trackio
-            print(result, flush=True)
-
-    measure("base")
-    if sft_steps:
-        sft = {"peft_config": r.peft_config, **logs, **r.sft}
-        warm_up(model, tokenizer, args.game, sft_steps, args.seed, folder / "sft", **sft)
-        if state.is_main_process:
-            record = checkpoint_record(r, "sft", sft_steps, args.seed)
-            save(model, tokenizer, folder / "sft-model", record=record)
-        measure("SFT")
-    if grpo_steps:
-        settings = {"peft_config": r.peft_config, **logs}
-        _, capture = grpo(
-            model,
-            tokenizer,
-            args.game,
-            grpo_steps,
-            args.seed,
-            folder / "grpo",
-            **settings,
-            **r.grpo,
-        )
-        # every rank records the rollouts it trained on: its share of each batch
-        captured = [
-            {"task": t.task, "reward": t.reward, "advantage": t.advantage}
-            for t in capture.trajectories
-        ]
-        rank_file = folder / f"captured-rank{state.process_index}.json"
-        rank_file.write_text(json.dumps(captured) + "\n")
-        if state.is_main_process:
-            record = checkpoint_record(r, "grpo", grpo_steps, args.seed)
-            save(model, tokenizer, folder / "grpo-model", record=record)
-        measure("SFT + GRPO")
-    if state.is_main_process:
-        (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-        print(f"wrote {folder}", flush=True)
-    # Every rank waits for rank 0's saving and evaluation, then the process group is shut down:
-    # a rank that exits with it still open can abort in gloo's teardown ("terminate called
-    # without an active exception", SIGABRT), which failed one two-process CI run.
-    state.wait_for_everyone()
-    state.destroy_process_group()
-    return summary
-
-
-if __name__ == "__main__":
-    main()

@@ -146,6 +146,8 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
 
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")
+    config = tmp_path / "run.yaml"  # TrlParser's --config: the options as a file
+    config.write_text("sft_steps: 0\n")
     for argv, message in (
         (["--sft-steps", "0"], "--sft-steps must be at least 1"),
         (["--eval-generations", "0"], "--eval-generations must be at least 1"),
@@ -177,7 +179,15 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
             "generation_batch_size (30) must be divisible by num_generations (8)",
         ),
         (["--sft-from", str(tmp_path)], f"--sft-from: {tmp_path} is not a kit.demo run"),
-        (["--model", "gpt-5"], "--model gpt-5: not tiny, smollm2 or a model's folder"),
+        (  # a hub id, offline here: neither cached nor fetched
+            ["--model", "no-such/model"],
+            "--model no-such/model: not tiny, smollm2 or a model's folder, and as a hub id",
+        ),
+        (["--thinking"], "--thinking and --vllm are a pretrained model's"),
+        (["--vllm"], "--thinking and --vllm are a pretrained model's"),
+        (["--trackio-space-id", "me/runs"], "--report-to: a trackio Space ('me/runs')"),
+        (["--grpo", "report_to=trackio"], "report_to is set with --report-to"),
+        (["--config", str(config)], "--sft-steps must be at least 1"),  # a config file's value
         (["--model", str(tmp_path)], "not a whole checkpoint: no tokenizer (tokenizer.json or "),
         (["--model", str(tmp_path), "--layers", "2"], "--layers is the tiny model's"),
         (["--grpo-where", "rows=8"], "--grpo-where: no catch train task has {'rows': 8}"),
@@ -192,6 +202,25 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert a_file.read_text() == "mine"
     assert not (tmp_path / "runs").exists()  # refused before any run folder was made
+
+
+def test_only_a_hub_id_lifts_the_runs_offline_default(monkeypatch):
+    """huggingface_hub reads HF_HUB_OFFLINE once, when it is imported: the run decides from
+    --model alone, before its parser imports it, and a user's own setting wins."""
+    from kit.demo import _offline
+
+    for argv, offline in (
+        ([], "1"),
+        (["--model", "smollm2"], "1"),
+        (["--game", "wordle", "--model=tiny"], "1"),
+        (["--model", "Qwen/Qwen3-0.6B"], None),
+    ):
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        _offline(argv)
+        assert os.environ.get("HF_HUB_OFFLINE") == offline, argv
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    _offline([])
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
 
 
 def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_path):

@@ -24,13 +24,13 @@ from kit.evaluate import (  # noqa: E402
     compare,
     evaluate,
     evaluate_in_turn,
-    plot,
     table,
     text_table,
 )
 from kit.models import tiny_model  # noqa: E402
 from kit.solvers.policies import noisy_policy, random_policy, solver_policy  # noqa: E402
 from kit.stats import bootstrap_mean, paired_difference, wilson  # noqa: E402
+from kit.viz import plot_evaluation  # noqa: E402
 from tests.sampling import (  # noqa: E402
     EXPLICIT,
     MODEL_MIN_P,
@@ -379,9 +379,9 @@ def test_tables_and_plot_show_every_player_and_metric():
     assert "random" in text and "95% interval" in text
     records = results[0].records()
     assert {f"{m}_low" for m in METRICS} <= set(records[0])
-    figure = plot(results)
+    figure = plot_evaluation(results)
     assert len(figure.axes) == 4 and figure._repr_png_().startswith(b"\x89PNG")
-    assert len(plot(results, PUBLISHED).axes) == 4
+    assert len(plot_evaluation(results, PUBLISHED).axes) == 4
     published = text_table(results, metrics=PUBLISHED)
     assert "moves / win" in published and "mean reward" not in published
     with pytest.raises(ValueError, match="metrics must be some of"):

@@ -10,7 +10,8 @@ import torch
 pytest.importorskip("trl")
 
 from kit.models import tiny_model  # noqa: E402
-from kit.train import checkpoint, log_table, plot_log  # noqa: E402
+from kit.train import checkpoint  # noqa: E402
+from kit.viz import log_table, plot_log  # noqa: E402
 
 
 def _logits(model, tokenizer):

@@ -12,13 +12,17 @@ from a rollout or was captured from a running ``GRPOTrainer``::
     kit.viz.plot_tokens(trajectories)                 # model vs env tokens, per rollout and turn
     kit.viz.plot_lengths(trajectories, budget)        # episode lengths against the budget
     kit.viz.plot_rewards(trajectories)                # reward by outcome
+    kit.viz.plot_evaluation([before, after])          # each metric per player, with intervals
+    kit.viz.plot_log(trainer.state.log_history, keys) # a run's logged figures, step by step
+    kit.viz.log_table(trainer.state.log_history, keys)  # the same trend as numbers
 
 The modules import ipywidgets and matplotlib only when a function needs them, so the HTML view
 works with the ``train`` extra alone.
 """
 
+from kit.viz.log import log_table, plot_log
 from kit.viz.page import save_html
-from kit.viz.plots import plot_lengths, plot_rewards, plot_tokens
+from kit.viz.plots import plot_evaluation, plot_lengths, plot_rewards, plot_tokens
 from kit.viz.render import (
     TrajectoryView,
     chat_view,
@@ -36,8 +40,11 @@ __all__ = [
     "chat_view",
     "html",
     "inspector",
+    "log_table",
     "outcome",
+    "plot_evaluation",
     "plot_lengths",
+    "plot_log",
     "plot_rewards",
     "plot_tokens",
     "save_html",

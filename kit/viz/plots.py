@@ -1,4 +1,5 @@
-"""matplotlib summaries of a batch: where the tokens go, how long episodes run, what pays.
+"""matplotlib summaries of a batch (where the tokens go, how long episodes run, what pays) and
+of an evaluation (each metric per player, with its interval: ``plot_evaluation``).
 
 Why: the token view answers "what happened in this episode"; these answer "what happens in this
 batch". Env tokens that dwarf model tokens (a verbose observation eating the length budget),
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,8 @@ from kit.viz.render import OUTCOMES, has_value, outcome
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from kit.evaluate import Evaluation
 
 MODEL, ENV, TRUNCATED, OTHER = "#3884ff", "#ff9600", "#d6336c", "#8c8c8c"
 
@@ -162,4 +166,45 @@ def plot_rewards(trajectories: Sequence[Trajectory]) -> Figure:
         axes.hlines(mean, x - 0.35, x + 0.35, color="black", linewidth=2)
     axes.set_xticks(range(len(groups)), [f"{name}\n(n={len(r)})" for name, r in groups.items()])
     axes.set(title="reward by outcome (bar: mean)", ylabel="reward")
+    return figure
+
+
+def plot_evaluation(
+    evaluations: Sequence[Evaluation] | Evaluation, metrics: Sequence[str] | None = None
+) -> Figure:
+    """Bars of each metric per player (one panel per metric, one bar group per game), with the
+    95% intervals as error bars (``kit.evaluate.evaluate``'s results; default metrics: the first
+    four of ``kit.evaluate.METRICS``); returns a matplotlib ``Figure`` that shows itself as PNG."""
+    from kit.evaluate import LABELS, METRICS, Evaluation, check_metrics
+
+    metrics = METRICS[:4] if metrics is None else metrics
+    if isinstance(evaluations, Evaluation):
+        evaluations = [evaluations]
+    check_metrics(metrics)
+    if not evaluations:
+        raise ValueError("give at least one Evaluation")
+    games = list(dict.fromkeys(g for e in evaluations for g in e.games))
+    figure = new_figure(3.4 * len(metrics), 3.2)
+    width = 0.8 / len(evaluations)
+    for axes, metric in zip(
+        figure.subplots(1, len(metrics), squeeze=False)[0], metrics, strict=True
+    ):
+        for i, evaluation in enumerate(evaluations):
+            xs, values, errors = [], [], ([], [])
+            for x, game in enumerate(games):
+                if game not in evaluation.games:
+                    continue
+                estimate = getattr(evaluation.games[game], metric)
+                if math.isnan(estimate.value):  # undefined (no calls to rate): no bar, not 0
+                    continue
+                xs.append(x - 0.4 + width * (i + 0.5))
+                values.append(estimate.value)
+                # max(0, ...): float sums can put a zero-width bootstrap bound a hair past the mean
+                errors[0].append(max(0.0, estimate.value - estimate.low))
+                errors[1].append(max(0.0, estimate.high - estimate.value))
+            axes.bar(xs, values, width=width, yerr=errors, capsize=3, label=evaluation.name)
+        axes.set_xticks(range(len(games)), games)
+        axes.set_title(LABELS[metric], fontsize=10)
+        axes.axhline(0, color="black", linewidth=0.5)
+    figure.axes[0].legend(fontsize=8)
     return figure

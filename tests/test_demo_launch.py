@@ -1,6 +1,6 @@
-"""``python -m kit.train``, the notebooks' recipe as one script, alone and under ``accelerate``
+"""``python -m kit.demo``, the one pipeline, as a script of its own and under ``accelerate``
 with two processes on the CPU (issue 8 §3): every rank trains on its own share of each GRPO
-batch and ``Capture`` records it per rank; rank 0 saves the checkpoints and evaluates.
+batch and records it per rank; rank 0 saves the checkpoints and evaluates.
 
 ``accelerate launch --cpu --num_processes 2`` starts one process in accelerate 1.15 (its simple
 launcher: several CPU processes need mpirun and a hostfile), so two processes are launched the
@@ -24,9 +24,10 @@ pytest.importorskip("accelerate")
 SMALL = [
     "--sft_steps", "2",
     "--grpo_steps", "1",
-    "--per_device_train_batch_size", "4",
-    "--num_generations", "4",
+    "--grpo", "per_device_train_batch_size=4", "num_generations=4",
     "--max_completion_length", "64",
+    "--eval_generations", "1",
+    "--threads", "1",
 ]  # fmt: skip
 
 
@@ -44,16 +45,18 @@ def test_the_script_trains_evaluates_and_hands_on_checkpoints(tmp_path):
     from kit.models import load
 
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "kit.train", *SMALL, "--eval_generations", "1"]
-    _run([*command, "--out", str(out)], tmp_path)
+    command = [sys.executable, "-m", "kit.demo", *SMALL]
+    done = _run([*command, "--out", str(out)], tmp_path)
     summary = json.loads((out / "summary.json").read_text())
-    assert list(summary["evaluations"]) == ["base", "SFT", "SFT + GRPO"]
-    assert all(rows[0]["tasks"] == 10 for rows in summary["evaluations"].values())
-    assert "tiny (557,824 parameters) on cpu: full fine-tuning" in summary["recipe"]
+    players = [row["player"] for row in summary["evaluation"]]
+    assert players == ["base", "SFT", "SFT + GRPO"]
+    assert all(row["tasks"] == 10 for row in summary["evaluation"])
+    assert summary["grpo"]["per_device_train_batch_size"] == 4  # --grpo sized the batch
+    assert sum(summary["grpo"]["tasks"].values()) == 4  # one group of 4 rollouts
     for name in ("sft-model", "grpo-model"):
         load(out / name)  # complete checkpoints
-    (captured,) = [json.loads(p.read_text()) for p in out.glob("captured-rank*.json")]
-    assert len(captured) == 4  # one group of 4 rollouts
+    assert not list(out.glob("captured-rank*.json"))  # one process: the summary counts them
+    assert "python -m kit.demo --game catch --sft-steps 2" in done.stdout
     again = subprocess.run(
         [*command, "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, check=False
     )
@@ -67,8 +70,8 @@ def test_two_processes_share_each_batch_and_capture_per_rank(tmp_path):
         pytest.skip("the accelerate command is not on PATH")
     out = tmp_path / "run"
     command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "-m", "kit.train"]
-    _run([*command, *SMALL, "--eval_generations", "0", "--out", str(out)], tmp_path)
+    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "-m", "kit.demo"]
+    done = _run([*command, *SMALL, "--out", str(out)], tmp_path)
     ranks = {p.name: json.loads(p.read_text()) for p in sorted(out.glob("captured-rank*.json"))}
     assert list(ranks) == ["captured-rank0.json", "captured-rank1.json"]
     tasks = []
@@ -79,6 +82,10 @@ def test_two_processes_share_each_batch_and_capture_per_rank(tmp_path):
     assert tasks[0] != tasks[1]  # two shares of one batch, not one batch twice
     assert (out / "grpo-model" / "model.safetensors").is_file()
     assert not [p for p in out.parent.iterdir() if p != out]  # one folder for both ranks
+    # rank 0 alone evaluated and reported: one summary, one results table
+    summary = json.loads((out / "summary.json").read_text())
+    assert [row["player"] for row in summary["evaluation"]] == ["base", "SFT", "SFT + GRPO"]
+    assert done.stdout.count("GRPO against its SFT starting point") == 1
 
 
 def test_the_readmes_deepspeed_and_fsdp_configs_ship_with_trl():
