@@ -1,6 +1,6 @@
 """The numbers every training recipe is made of, each with the measurement or source behind it.
 
-Why a module of its own: ``kit.train`` builds configs from these, ``kit.hardware`` sizes a GPU's
+Why a module of its own: ``kit.train`` builds configs from these, ``kit.memory`` sizes a GPU's
 batches from them, and the runbook and the notebooks print them. A module that imports nothing
 of the kit's can be read by all of them without an import circle, and a reader finds every
 choice, and why it was made, in one place. ``kit.train.recipe`` picks among them per model and
@@ -97,7 +97,7 @@ CPU_STEPS = {"sft": 40, "grpo": 24}
 CHECKPOINTING = {"save_strategy": "steps", "save_steps": 25, "save_total_limit": 2}
 # vLLM colocated with training takes this share of the GPU's memory (TRL 1.16's default too),
 # written out because the planner divides the GPU by it; an estimate, not measured here. Training gets the planner's
-# 0.9 less this (kit.hardware.grpo_batch), and vLLM's context is the game's prompt and token
+# 0.9 less this (kit.memory.grpo_batch), and vLLM's context is the game's prompt and token
 # budget, not the model's 40,960 positions (Qwen3), whose KV cache alone would not fit this share
 # of a T4 and which vLLM must hold for one sequence before it starts.
 VLLM_MEMORY_SHARE = 0.3

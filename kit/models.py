@@ -193,7 +193,7 @@ def tiny_config(
     tie_word_embeddings: bool = TINY_TIE_WORD_EMBEDDINGS,
 ) -> Any:
     """The ``Qwen3Config`` of :func:`tiny_model`: what it is, without training its tokenizer
-    (``kit.hardware.count_parameters(tiny_config())`` counts it on the meta device). Four
+    (``kit.memory.count_parameters(tiny_config())`` counts it on the meta device). Four
     attention heads of ``hidden_size // 4``, an MLP twice as wide as the model.
 
     The output layer has weights of its own by default (0.56M parameters at the default width;

@@ -127,7 +127,7 @@ class Recipe:
     sft_steps: int  # the warm-up's steps for this kind of model
     grpo_steps: int
     steps_basis: str  # "measured: <where>" or "estimated: <why>"
-    # the prompt length rollouts are sized for (kit.hardware.longest_prompt); None: nothing is
+    # the prompt length rollouts are sized for (kit.memory.longest_prompt); None: nothing is
     # sized (the tiny model)
     prompt_tokens: int | None
     generation: str  # what generates GRPO's rollouts, and why
@@ -179,7 +179,7 @@ def recipe(
       weights round small updates away), LoRA loads them in 16 bits and trains fp32 adapters;
       in fp16, GRPO computes the LM head in fp32 (``cast_lm_head_to_fp32``) where TRL 1.16
       can (:func:`fp32_lm_head`);
-    * LoRA (:data:`LORA`) when full fine-tuning would not fit (``kit.hardware.fits_full``), or
+    * LoRA (:data:`LORA`) when full fine-tuning would not fit (``kit.memory.fits_full``), or
       as ``lora`` says; learning rates :data:`PRETRAINED_LEARNING_RATES` or
       :data:`LORA_LEARNING_RATES`; gradient checkpointing on a GPU;
     * steps :data:`PRETRAINED_STEPS`, estimated (``steps_basis`` says so);
@@ -192,24 +192,23 @@ def recipe(
     * the game's token budget (``kit.evaluate.BUDGETS``) and turn limit in GRPO and evaluation,
       and the same sampling in both (:data:`SAMPLING`, at the recipe's temperature);
     * on a GPU, rows a micro-batch and rollouts generated at once, halved from
-      :data:`PRETRAINED_GRPO`'s until the step fits (``kit.hardware.grpo_batch``: measured
+      :data:`PRETRAINED_GRPO`'s until the step fits (``kit.memory.grpo_batch``: measured
       activations, computed KV cache, rows of the game's longest prompt,
-      ``kit.hardware.longest_prompt``, and its budget); ``ValueError`` if one group does not;
+      ``kit.memory.longest_prompt``, and its budget); ``ValueError`` if one group does not;
       evaluation generates up to 64 episodes together, fewer where their KV cache would not fit;
     * on a GPU, checkpoints every 25 steps, which a rerun continues from (:data:`CHECKPOINTING`);
     * vLLM colocated with training (:data:`VLLM_MEMORY_SHARE` of the GPU, a context of the
       prompt and the budget) where it fits beside training.
     """
     from kit.evaluate import BUDGETS
-    from kit.hardware import (
+    from kit.hardware import detect, vllm_installed
+    from kit.memory import (
         PROMPT_TOKENS,
         count_parameters,
-        detect,
         fits_full,
         generated_at_once,
         grpo_batch,
         longest_prompt,
-        vllm_installed,
     )
     from kit.registry import game as game_spec
     from kit.tasks import TURN_LIMITS

@@ -1,5 +1,5 @@
 """A real GRPO step through an env at each model size, on this machine's GPU: peak memory and
-step time beside what ``kit.hardware`` predicts (issue 8 §2, docs/gpu.md's profile table).
+step time beside what ``kit.memory`` predicts (issue 8 §2, docs/gpu.md's profile table).
 
     python scripts/gpu_profile.py                          # every Qwen3 size, Catch, 2 steps
     python scripts/gpu_profile.py --models Qwen/Qwen3-0.6B --game sudoku --steps 1
@@ -8,7 +8,7 @@ step time beside what ``kit.hardware`` predicts (issue 8 §2, docs/gpu.md's prof
 Why a script: the profile table's activations are measured on a CPU and its KV cache computed;
 only a GPU run says what a step holds at its peak (allocator, kernels, the trainer's own
 buffers) and how long it takes. Nothing here reaches a hub: each model is its published
-architecture (``kit.hardware.ARCHITECTURES``) with random weights, which have the real memory
+architecture (``kit.memory.ARCHITECTURES``) with random weights, which have the real memory
 profile, and the tokenizer is the kit's tiny one padded with unused tokens to the model's
 vocabulary (a random model may sample any id). Each model gets ``kit.train.recipe``'s settings
 for this GPU (LoRA or not, precision, micro-batch and generation batch, checkpointing) and
@@ -17,7 +17,7 @@ call, so every completion runs to the token budget: the worst case for memory.
 
 One JSON line per model goes to ``--out``: the recipe's choices, the peak memory PyTorch
 allocated during GRPO (``torch.cuda.max_memory_allocated``), TRL's logged step times, the
-longest rollout in tokens, and the prediction for that length (``kit.hardware.training_bytes``
+longest rollout in tokens, and the prediction for that length (``kit.memory.training_bytes``
 plus the larger of the micro-batch's activations and the generation's KV cache). A model the
 recipe refuses for this GPU gets a line with the reason.
 """
@@ -114,7 +114,7 @@ def profile(name: str, config: Any, game: str, steps: int, budget: int | None) -
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from kit.hardware import ARCHITECTURES, architecture
+    from kit.memory import ARCHITECTURES, architecture
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(ARCHITECTURES), metavar="NAME")

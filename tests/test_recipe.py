@@ -1,8 +1,8 @@
-"""kit.train.recipe and kit.hardware: the hub-model path right by construction (issue 8 §1).
+"""kit.train.recipe, kit.hardware and kit.memory: the hub-model path right by construction (issue 8 §1).
 
 No GPU here: a device is described (``kit.hardware.T4`` and the like), and a "hub model" is a
 local folder holding a published architecture's config (Qwen3-0.6B / 1.7B, from
-``kit.hardware.ARCHITECTURES``) and a tokenizer with Qwen3's template, so every choice that
+``kit.memory.ARCHITECTURES``) and a tokenizer with Qwen3's template, so every choice that
 depends on a model's size and the machine is checked from real configs without a download.
 What needs a GPU to run (fp16 and bf16 steps, vLLM) is checked as the configs that ask for it.
 """
@@ -14,17 +14,8 @@ import torch
 
 pytest.importorskip("trl")
 
-from kit.hardware import (  # noqa: E402
-    A100_40,
-    A100_80,
-    CPU,
-    L4,
-    T4,
-    Device,
-    architecture,
-    count_parameters,
-    fits_full,
-)
+from kit.hardware import A100_40, A100_80, CPU, L4, T4, Device  # noqa: E402
+from kit.memory import architecture, count_parameters, fits_full  # noqa: E402
 from kit.models import load, save, tiny_model  # noqa: E402
 from kit.train import (  # noqa: E402
     GRPO,
@@ -41,7 +32,7 @@ from kit.train import (  # noqa: E402
 def hub_like(tmp_path_factory):
     """Folders shaped like Qwen3-0.6B, 1.7B, 4B and 8B on the hub (the published config and a
     tokenizer whose template, TRL's qwen3.jinja, which is Qwen3's, reads enable_thinking), and
-    one of an architecture kit.hardware never measured."""
+    one of an architecture kit.memory never measured."""
     _, tokenizer = tiny_model()
     folders = {}
     for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B"):
@@ -49,7 +40,7 @@ def hub_like(tmp_path_factory):
         architecture(name).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         folders[name] = str(folder)
-    # Qwen3-1.7B with another MLP width: an architecture kit.hardware never measured
+    # Qwen3-1.7B with another MLP width: an architecture kit.memory never measured
     folder = tmp_path_factory.mktemp("unmeasured")
     unmeasured = architecture("Qwen/Qwen3-1.7B")
     unmeasured.intermediate_size = 6000
@@ -123,8 +114,8 @@ def test_an_a100_fine_tunes_fully_in_fp32_weights_with_bf16_autocast(hub_like):
 
 
 def test_a_gpu_gets_the_micro_batch_and_generation_batch_it_holds(hub_like):
-    from kit.hardware import (
-        GIB,
+    from kit.hardware import GIB
+    from kit.memory import (
         PROMPT_TOKENS,
         checkpointed_peak,
         kv_cache_bytes,
@@ -385,7 +376,7 @@ def test_evaluation_renders_with_the_recipes_template_kwargs():
 def test_the_readmes_profile_table_is_the_code_s():
     from pathlib import Path
 
-    from kit.hardware import profile_table
+    from kit.memory import profile_table
 
     gpu = (Path(__file__).resolve().parents[1] / "docs" / "gpu.md").read_text(encoding="utf-8")
     assert profile_table() in gpu
@@ -408,7 +399,8 @@ def test_colocated_vllm_gets_a_context_of_the_prompt_and_the_budget(hub_like, tm
     the recipe gives it the game's longest prompt and its budget instead."""
     from transformers import AutoTokenizer
 
-    from kit.hardware import GIB, kv_cache_bytes, longest_prompt
+    from kit.hardware import GIB
+    from kit.memory import kv_cache_bytes, longest_prompt
     from kit.train import VLLM_MEMORY_SHARE
 
     config = architecture("Qwen/Qwen3-1.7B")

@@ -1,4 +1,4 @@
-"""kit.hardware's memory figures (issue 8 §2): activations measured on the CPU as TRL's GRPO loss
+"""kit.memory's figures (issue 8 §2): activations measured on the CPU as TRL's GRPO loss
 keeps them, and the stored measurements docs/gpu.md's profile table is made of.
 
 Kept bytes are exact counts (every storage autograd saves, once), so the checks are equalities:
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from kit.hardware import (  # noqa: E402
+from kit.memory import (  # noqa: E402
     architecture,
     kept_bytes,
     kv_cache_bytes,
@@ -140,8 +140,8 @@ GIB_ = 1024**3
 
 
 def test_vllm_s_share_holds_its_weights_and_its_kv_cache_and_training_gets_the_rest():
-    from kit.hardware import (
-        T4,
+    from kit.hardware import T4
+    from kit.memory import (
         checkpointed_peak,
         generated_at_once,
         grpo_batch,
@@ -192,7 +192,8 @@ def test_vllm_s_share_holds_its_weights_and_its_kv_cache_and_training_gets_the_r
 
 
 def test_the_profile_table_accounts_for_vllm_where_asked():
-    from kit.hardware import T4, profile_table
+    from kit.hardware import T4
+    from kit.memory import profile_table
 
     table = profile_table(models=("Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B"), devices=(T4,), vllm=True)
     assert "vLLM's 0.3: its weights / room for KV cache" in table
@@ -231,7 +232,7 @@ try:
 except RuntimeError as error:
     results["torchvision"] = f"{type(error).__name__}: {error}"
 from kit.models import load, tiny_config, tiny_model
-from kit.hardware import count_parameters
+from kit.memory import count_parameters
 for name, call in (
     ("tiny_model", tiny_model),
     ("count_parameters", lambda: count_parameters(tiny_config())),
