@@ -7,6 +7,7 @@
     python -m kit.demo --hidden-size 256 --layers 4         # a larger tiny model (slower)
     python -m kit.demo --tie-word-embeddings --sft-steps 1000 --grpo-steps 40 --threads 1  # the old recipe
     python -m kit.demo --sft-from runs/demo/RUN --grpo beta=0.2  # GRPO variants, one warm-up
+    python -m kit.demo --sft-noise 0.5 --sft-control 500  # imitating a demonstrator that errs
     python -m kit.demo --table runs/demo/*/summary.json  # the results table of those runs (docs/results.md)
     python -m kit.demo --model smollm2 --sft-steps 40 --grpo-steps 24 --eval-generations 4 \
         --grpo-where 'rows=[5,6,7]'                      # SmolLM2-135M, LoRA (docs/results.md)
@@ -55,6 +56,13 @@ evaluations keep every held-out board. The summary adds the peak memory and
 ``kit.masks.rebuild_report``: ``kit.masks.build`` against every rollout GRPO trained on, on this
 tokenizer. ``--evaluate RUN`` plays a run's two checkpoints again, at more episodes per task and
 a seed the run never used, and compares them (``RUN/evaluation-seed<S>-<N>-per-task.json``).
+
+``--sft-noise EPSILON`` asks where GRPO beats imitation: the warm-up imitates a demonstrator that
+errs, the solver's games on the training tasks with each move replaced by a random legal one with
+probability ``EPSILON`` (``kit.sft.sft_dataset(noise=...)``). Imitation can at best reach its
+teacher; GRPO, rewarded for winning, need not stop there. So the demonstrator is evaluated
+beside the models (the same held-out tasks, episodes and seed) and GRPO compared with it,
+paired (``grpo_vs_demonstrator``); a control trains on the same noisy data.
 
 ``--where KEY=VALUE`` narrows GRPO's tasks and every evaluation's to those whose reset column
 ``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
@@ -210,10 +218,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if not main_process:
             return None
         clock = time.perf_counter()
+        # a model: the one in training, or the control's; a scripted policy needs no tokenizer
+        # (the demonstrator, evaluated before any model is built)
+        is_model = player is None or hasattr(player, "generate")
         result = evaluate(
             model if player is None else player,
             game,
-            tokenizer,
+            tokenizer if is_model else None,
             tasks=tasks,
             num_generations=args.eval_generations,
             greedy=False,
@@ -235,6 +246,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return result
 
     base: Evaluation | None = None
+    demonstrator: Evaluation | None = None
+    sft_settings = dict(SFT) if r is None else dict(r.sft)
+    # the warm-up's data: the shipped solver set, or the noisy demonstrator's games on its tasks
+    sft_data: Any = game
+    data_name = f"kit.sft.load_sft({game!r})"
+    if args.sft_noise:
+        from kit.sft import sft_dataset
+        from kit.solvers.policies import noisy_policy
+
+        options = {**registry.game(game).sft, "noise": args.sft_noise}
+        sft_data = sft_dataset(game, **options)
+        data_name = f"kit.sft.sft_dataset({game!r}, noise={args.sft_noise:g})"
+        say(f"0. the demonstrator: the solver, a random move with probability {args.sft_noise:g}")
+        demonstrator = measure("demonstrator", noisy_policy(args.sft_noise))
     if args.sft_from:
         sft_model = args.sft_from / "sft-model"
         sft_record = {**args.source["sft"], "from": str(args.sft_from)}
@@ -256,13 +281,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             # the stock model calls no tool: every episode would be one turn of the whole
             # budget, the slowest evaluation there is, of a model that scores nothing
             say(f"1. no evaluation of the stock {args.model}: it makes no tool call\n")
-        sft_settings = dict(SFT) if r is None else dict(r.sft)
-        say(f"2. SFT warm-up: {args.sft_steps} steps on kit.sft.load_sft({game!r})", flush=True)
+        say(f"2. SFT warm-up: {args.sft_steps} steps on {data_name}", flush=True)
         clock = time.perf_counter()
         losses = warm_up(
             model,
             tokenizer,
-            game,
+            sft_data,
             args.sft_steps,
             seed,
             out / "sft",
@@ -275,7 +299,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         sft_model = out / "sft-model"
         if main_process:
             save(model, tokenizer, sft_model)
-        sft_record = {"steps": args.sft_steps, "losses": losses, **sft_settings}
+        sft_record = {
+            "steps": args.sft_steps,
+            "losses": losses,
+            **sft_settings,
+            **({"noise": args.sft_noise} if args.sft_noise else {}),
+        }
         say(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
     say("3. evaluate the warmed-up model", flush=True)
@@ -338,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         control_losses = warm_up(
             more,
             tokenizer,
-            game,
+            sft_data,  # the warm-up's own data: more imitation of the same demonstrator
             args.sft_control,
             seed,
             out / "sft-control",
@@ -370,6 +399,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 )
             },
         }
+
+    # the student against its teacher: did GRPO pass the demonstrator it imitated?
+    taught = None
+    if demonstrator is not None:
+        taught = compare(demonstrator, after, game, "win_rate", seed)
 
     # Where the change came from, where the game names a column to split by (kit.evaluate.by_task)
     column = registry.game(game).breakdown
@@ -418,6 +452,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "generation_kwargs": generation_kwargs,
         "evaluation": [record for e in evaluations for record in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
+        "grpo_vs_demonstrator": None if taught is None else _comparison_record(taught),
         "breakdown": breakdown,
         "sft_control": control,
         "sft": sft_record,
@@ -446,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         },
     }
     (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")
-    _report(summary, evaluations, comparisons, control_comparisons)
+    _report(summary, evaluations, comparisons, control_comparisons, taught)
     return _finished(state, summary)
 
 
@@ -520,6 +555,16 @@ class Args:
         metadata={
             "help": "also train the SFT checkpoint STEPS more SFT steps instead of GRPO, and compare",
             "metavar": "STEPS",
+        },
+    )
+    sft_noise: float = field(
+        default=0.0,
+        metadata={
+            "help": "warm up on a noisy demonstrator instead of the shipped solver set: the "
+            "solver's games on the same training tasks, each move replaced by a random legal one "
+            "with this probability (kit.solvers.policies.noisy_policy); the demonstrator is "
+            "evaluated beside the models, and GRPO compared with it",
+            "metavar": "EPSILON",
         },
     )
     seed: int = field(default=0, metadata={"help": "model init, training and sampling"})
@@ -701,6 +746,8 @@ def _parse(argv: Sequence[str] | None) -> Args:
         )
     if args.sft_control < 0:
         parser.error("--sft-control must be 0 (no control) or more")
+    if not 0 <= args.sft_noise <= 1:
+        parser.error("--sft-noise must be between 0 (the solver) and 1 (random legal play)")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
         parser.error("--temperature must be a positive number")
     args.max_completion_length = args.max_completion_length or BUDGETS[args.game]
@@ -744,6 +791,7 @@ def _parse(argv: Sequence[str] | None) -> Args:
         )
         + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
+        + (f" --sft-noise {args.sft_noise:g}" if args.sft_noise and not args.sft_from else "")
         + "".join(
             f" --{'' if value else 'no-'}{name}"
             for name in ("lora", "vllm")
@@ -916,6 +964,8 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     missing = missing_files(checkpoint) if checkpoint.is_dir() else ["sft-model/ folder"]
     if missing:
         parser.error(f"--sft-from: {run} has no whole SFT checkpoint: no {'; no '.join(missing)}")
+    if args.sft_noise:
+        parser.error(f"--sft-noise: the warm-up is {run}'s; drop the option, or drop --sft-from")
     for option in ("sft_steps", "hidden_size", "layers", "tie_word_embeddings"):
         value = getattr(args, option)
         if value is not None:
@@ -937,6 +987,8 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
             f"--sft-from: {checkpoint}/config.json gives no hidden_size, num_hidden_layers"
         )
     args.game, args.sft_steps, args.source = game, steps, source
+    # its demonstrator, whose data a control trains on and whose play is evaluated again
+    args.sft_noise = source["sft"].get("noise", 0.0)
 
 
 def _take_pretrained(parser: argparse.ArgumentParser, args: Args) -> None:
@@ -1073,8 +1125,9 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     Markdown: each model's win rate with its Wilson interval, and the paired comparisons with
     their intervals and p-values; the control's columns when every run has one, the warm-up (SFT
     steps, and the model where it is not the default tiny one) and GRPO's steps and changed
-    settings (``--grpo``) each when the runs' differ; wall time and peak memory when every run
-    measured them."""
+    settings (``--grpo``) each when the runs' differ; the demonstrator's win rate and GRPO's
+    difference from it when every run warmed up on one (``--sft-noise``); wall time and peak
+    memory when every run measured them."""
 
     def number(value: float, signed: bool = False) -> str:
         text = f"{abs(value):.2f}"
@@ -1103,11 +1156,15 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
 
     def warm_up(s: Mapping[str, Any]) -> str:
         model = s.get("model") or {}
+        steps = f"{s['sft']['steps']} SFT steps" + (
+            f" on noise {s['sft']['noise']:g}" if s["sft"].get("noise") else ""
+        )
         if "name" in model:  # a pretrained model
-            return f"{s['sft']['steps']} SFT steps; {model['name']}, LoRA r={model['lora']['r']}"
+            lora = model.get("lora")
+            return f"{steps}; {model['name']}, " + (f"LoRA r={lora['r']}" if lora else "full")
         size = (model.get("hidden_size", TINY_HIDDEN_SIZE), model.get("layers", TINY_LAYERS))
         return "; ".join(
-            [f"{s['sft']['steps']} SFT steps"]
+            [steps]
             + (
                 [f"{size[0]} wide, {size[1]} layers"]
                 if size != (TINY_HIDDEN_SIZE, TINY_LAYERS)
@@ -1118,6 +1175,7 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         )
 
     control = all(s.get("sft_control") for s in summaries)
+    taught = all(s.get("grpo_vs_demonstrator") for s in summaries)  # --sft-noise runs
     # wall time and peak memory, where every run measured them (runs before 2026-12 did not)
     timed = all("peak_rss_gb" in s for s in summaries)
     # a column for GRPO's recipe only where the runs' recipes differ: one table per ablation
@@ -1127,6 +1185,9 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     if control:
         header[3:3] = ["SFT + more SFT"]
         header += ["more SFT − SFT", "GRPO − more SFT"]
+    if taught:
+        header.insert(1, "demonstrator")
+        header.append("GRPO − demonstrator")
     if show_recipe:
         header.insert(1, "GRPO")
     if show_warm_up:
@@ -1142,6 +1203,9 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
             row[3:3] = [rate(models["SFT + more SFT"])]
             more = s["sft_control"]
             row += [difference(more["more_sft_vs_sft"]), difference(more["grpo_vs_more_sft"])]
+        if taught:
+            row.insert(1, rate(models["demonstrator"]))
+            row.append(difference(s["grpo_vs_demonstrator"]))
         if show_recipe:
             row.insert(1, recipe(s))
         if show_warm_up:
@@ -1191,6 +1255,7 @@ def _report(
     evaluations: list[Evaluation],
     comparisons: list[Comparison],
     controls: Sequence[tuple[str, Comparison]] = (),
+    taught: Comparison | None = None,
 ) -> None:
     sft, grpo_run, seconds = summary["sft"], summary["grpo"], summary["seconds"]
     print("=" * 100)
@@ -1203,6 +1268,8 @@ def _report(
         print(f"\nThe control, {summary['sft_control']['steps']} more SFT steps instead of GRPO:")
         for label, comparison in controls:
             print(f"  {label}: {comparison}")
+    if taught is not None:
+        print(f"\nGRPO against the demonstrator it was warmed up on:\n  {taught}")
     if summary["breakdown"]:
         column, rows = summary["breakdown"]["column"], summary["breakdown"]["rows"]
         names = [e.name for e in evaluations if e.name != "base"]

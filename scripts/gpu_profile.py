@@ -54,7 +54,7 @@ def profile(name: str, config: Any, game: str, steps: int, budget: int | None) -
     import torch
     from transformers import AutoModelForCausalLM
 
-    from kit import hardware
+    from kit import hardware, memory
     from kit.train import grpo, recipe
 
     device = hardware.detect()
@@ -95,9 +95,9 @@ def profile(name: str, config: Any, game: str, steps: int, budget: int | None) -
     line["longest_rollout_tokens"] = tokens
     rows = r.grpo["per_device_train_batch_size"]
     generated = rows * (r.grpo.get("steps_per_generation") or r.grpo["gradient_accumulation_steps"])
-    activations = hardware.checkpointed_peak(config, r.lora, rows * tokens)
-    cache = hardware.kv_cache_bytes(config, generated * tokens)
-    fixed = hardware.training_bytes(config, r.lora)
+    activations = memory.checkpointed_peak(config, r.lora, rows * tokens)
+    cache = memory.kv_cache_bytes(config, generated * tokens)
+    fixed = memory.training_bytes(config, r.lora)
     line["predicted_gib"] = {
         "weights_and_optimiser": round(fixed / GIB, 2),
         "activations": None if activations is None else round(activations / GIB, 2),

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,6 +153,7 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--sft-steps", "0"], "--sft-steps must be at least 1"),
         (["--eval-generations", "0"], "--eval-generations must be at least 1"),
         (["--sft-control", "-1"], "--sft-control must be 0 (no control) or more"),
+        (["--sft-noise", "1.5"], "--sft-noise must be between 0 (the solver) and 1"),
         (["--threads", "0"], "--threads must be at least 1"),
         (["--layers", "0"], "--layers must be at least 1"),
         (["--hidden-size", "12"], "hidden_size must be a positive multiple of 8, got 12"),
@@ -245,6 +247,7 @@ def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_pat
         (["--tie-word-embeddings"], "--tie-word-embeddings: the warm-up is"),
         (["--no-tie-word-embeddings"], "--no-tie-word-embeddings: the warm-up is"),
         (["--game", "wordle"], f"--game wordle: {run} warmed up a model on catch"),
+        (["--sft-noise", "0.3"], f"--sft-noise: the warm-up is {run}'s"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(["--sft-from", str(run), *argv])
@@ -288,6 +291,21 @@ def test_grpo_from_an_earlier_warm_up_repeats_that_run(demo, tmp_path):
         "sft": str(source / "sft-model"),
         "grpo": str(out / "grpo-model"),
     }
+
+
+def test_the_control_runs_from_an_earlier_warm_up_too(demo, tmp_path):
+    """--sft-from with --sft-control: the control trains the earlier run's SFT checkpoint further
+    with the same recipe (this once failed: the recipe was only set when the run warmed up)."""
+    source, _, _ = demo
+    out = tmp_path / "control"
+    budget = ("--max-completion-length", str(BUDGET))
+    options = ("--sft-from", str(source), "--sft-control", "1", "--out", str(out))
+    done = _run(*options, *ARGS[2:], *budget, "--seed", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["player"] for r in summary["evaluation"]] == ["SFT", "SFT + GRPO", "SFT + more SFT"]
+    assert summary["sft_control"]["steps"] == 1
+    load(out / "sft-control-model")
 
 
 def test_a_changed_grpo_recipe_reaches_the_trainer(demo, tmp_path):
@@ -384,24 +402,42 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     difference = control["grpo_vs_more_sft"]["difference"]
     assert cells[6].startswith("0.00" if abs(difference) < 0.005 else f"{difference:+.2f}"[1:])
     # The control is the SFT checkpoint trained 3 more steps, weight for weight.
-    import torch
 
-    from kit.demo import THREADS
-    from kit.runs import pin_threads
     from kit.train import warm_up
 
-    model, tokenizer = load(out / "sft-model")
-    threads = torch.get_num_threads()
-    pin_threads(THREADS)  # the demo's: sums split across threads differ in the last bit
-    try:
-        warm_up(model, tokenizer, "catch", 3, 0, tmp_path / "again")
-    finally:
-        torch.set_num_threads(threads)
-    control_model, _ = load(out / "sft-control-model")
-    for (name, mine), theirs in zip(
-        model.state_dict().items(), control_model.state_dict().values(), strict=True
-    ):
-        assert torch.equal(mine, theirs), name
+    _assert_control_is_more_sft(out, "catch", 3, tmp_path / "again")
+
+
+def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path):
+    """--sft-noise: the warm-up and the more-SFT control both imitate the solver's games with
+    random moves in them (the same set), the demonstrator is evaluated on the same held-out
+    tasks as the models, and GRPO is compared with it, paired; the command and the table say so."""
+
+    from kit.sft import sft_dataset
+    from kit.solvers.policies import noisy_policy
+
+    out = tmp_path / "noisy"
+    options = ("--sft-noise", "0.5", "--sft-control", "2", "--where", "ball_col=4")
+    done = _run(*ARGS, "--max-completion-length", str(BUDGET), *options, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    records = summary["evaluation"]
+    players = ["demonstrator", "base", "SFT", "SFT + GRPO", "SFT + more SFT"]
+    assert [r["player"] for r in records] == players
+    assert summary["sft"]["noise"] == 0.5 and "--sft-noise 0.5" in summary["command"]
+    # the demonstrator's figures are the noisy solver's own play on those tasks
+    tasks = [t.row() for t in TaskProvider("catch", "eval", where={"ball_col": 4})]
+    alone = evaluate(noisy_policy(0.5), "catch", tasks=tasks, num_generations=2, seed=0)
+    assert records[0]["win_rate"] == alone.records()[0]["win_rate"]
+    taught = summary["grpo_vs_demonstrator"]
+    assert taught["difference"] == pytest.approx(records[3]["win_rate"] - records[0]["win_rate"])
+    assert "GRPO against the demonstrator it was warmed up on" in done.stdout
+    header = main(["--table", str(out / "summary.json")])["table"].splitlines()[0]
+    assert header.startswith("| seed | demonstrator | SFT win rate |")
+    assert "| GRPO − demonstrator |" in header
+    # the control trained the SFT checkpoint further on the demonstrator's set, not the solver's
+    data = sft_dataset("catch", num_games=200, seed=0, noise=0.5, reasoning=False)
+    _assert_control_is_more_sft(out, data, 2, tmp_path / "again")
 
 
 def test_the_table_of_runs_reads_their_summaries(demo, tmp_path, capsys):
@@ -547,3 +583,26 @@ def test_a_run_is_evaluated_again_anew_and_nothing_of_it_is_overwritten(demo, ca
             main(["--evaluate", str(out), *argv])
         assert refused.value.code == 2 and message in capsys.readouterr().err, argv
     assert json.loads(written.read_text()) == json.loads(json.dumps(record))
+
+
+def _assert_control_is_more_sft(out: Path, data: Any, steps: int, folder: Path) -> None:
+    """The run's control checkpoint is its SFT checkpoint warmed up ``steps`` more on ``data``,
+    bit for bit."""
+    import torch
+
+    from kit.demo import THREADS
+    from kit.runs import pin_threads
+    from kit.train import warm_up
+
+    model, tokenizer = load(out / "sft-model")
+    threads = torch.get_num_threads()
+    pin_threads(THREADS)  # the demo's: sums split across threads differ in the last bit
+    try:
+        warm_up(model, tokenizer, data, steps, 0, folder)
+    finally:
+        torch.set_num_threads(threads)
+    control_model, _ = load(out / "sft-control-model")
+    for (name, mine), theirs in zip(
+        model.state_dict().items(), control_model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(mine, theirs), name
