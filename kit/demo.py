@@ -140,6 +140,9 @@ COMPARED = ("win_rate", "finished", "mean_reward")
 # torch threads of a run unless --threads says otherwise: the cores of the machine CI runs on,
 # where the default run takes about 11 minutes at two and did not fit 15 at one (docs/results.md)
 THREADS = 2
+# trajectories whose rebuilt mask differs from the trainer's, printed one per line; the rest are
+# counted (all of them are in summary.json)
+SHOWN_DIFFERENCES = 3
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -483,6 +486,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     (out / "summary.json").write_text(json.dumps(finite(summary), indent=1) + "\n")
     _report(summary, evaluations, comparisons, control_comparisons, taught)
     return _finished(state, summary)
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread{'' if count == 1 else 's'}"
 
 
 def _finished(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
@@ -1213,7 +1220,7 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         if timed:
             minutes = s["seconds"]["total"] / 60
             row += [
-                f"{minutes:.0f} min ({s['threads']} threads)",
+                f"{minutes:.0f} min ({_threads(s['threads'])})",
                 f"{max(s['peak_rss_gb'].values()):.1f} GB",
             ]
         lines.append("| " + " | ".join(row) + " |")
@@ -1293,14 +1300,17 @@ def _report(
         print(f"       {line}")
     print("\nwall time: " + ", ".join(f"{name} {value:.0f} s" for name, value in seconds.items()))
     memory = summary["peak_rss_gb"]
-    print(f"peak resident memory: {max(memory.values()):.2f} GB ({summary['threads']} threads)")
+    print(f"peak resident memory: {max(memory.values()):.2f} GB ({_threads(summary['threads'])})")
     masks = summary["masks"]
     print(
         f"kit.masks.build against the trainer: {masks['exact']} of {masks['trajectories']} "
         f"trajectories equal token for token ({masks['tokens']:,} tokens)"
     )
-    for item in masks["other"]:
+    for item in masks["other"][:SHOWN_DIFFERENCES]:
         print(f"  not equal: {item}")
+    if len(masks["other"]) > SHOWN_DIFFERENCES:
+        hidden = len(masks["other"]) - SHOWN_DIFFERENCES
+        print(f"  ... and {hidden} more (summary.json, masks.other)")
     print(f"HTML view of the last captured GRPO batch: {summary['html']}")
     print(f"checkpoints (kit.models.load): {', '.join(summary['checkpoints'].values())}")
     print(f"every figure: {Path(summary['html']).with_name('summary.json')}")
