@@ -19,6 +19,12 @@ default, runs both in turn; ``--ws`` picks uvicorn's WebSocket implementation, `
 turns compression off). Latencies are as the client sees them, round trip on loopback, so with
 every session always waiting on an answer they are mostly queueing: about sessions / throughput.
 On a machine other jobs share, CPU per step is the figure to compare; the clock is theirs too.
+
+``python -m envs.bench sudoku --hostile 1,3,8`` measures isolation instead: one witness session
+plays solver games on a Sudoku server (started here, the kit's handler) alone, then beside 1, 3
+and 8 hostile clients that reset a puzzle too costly to check, back to back (each refused after
+about 0.2-0.3 s of search in a worker process); it prints the witness's step round trip p50/p99
+for each, and each as a ratio of the witness's alone, all in one run.
 """
 
 from __future__ import annotations
@@ -279,6 +285,57 @@ def load(
     }
 
 
+# 17 clues and no solution: 33.5 million search nodes to settle; refused after 100,000.
+COSTLY_PUZZLE = "9..........1..7..3.....3.......6......3.1....2....56..........5.3...4.96...3....."
+
+
+async def _hostile(url: str, stop: asyncio.Event, refused: list[int]) -> None:
+    """A client resetting the costly puzzle back to back until ``stop``."""
+    from websockets.asyncio.client import connect
+
+    frame = json.dumps({"type": "reset", "data": {"puzzle": COSTLY_PUZZLE}})
+    async with connect(url, proxy=None, open_timeout=120) as ws:
+        while not stop.is_set():
+            await ws.send(frame)
+            reply = json.loads(await ws.recv())
+            if reply["type"] != "error" or "too costly" not in reply["data"]["message"]:
+                raise RuntimeError(f"the costly reset was not refused as too costly: {reply}")
+            refused[0] += 1
+
+
+async def _isolation(url: str, counts: list[int], seconds: float) -> dict[int, dict[str, float]]:
+    ws_url = url.replace("http://", "ws://") + "/ws"
+    tasks = _tasks("sudoku", 50)
+    results = {}
+    for count in counts:
+        stop, refused = asyncio.Event(), [0]
+        hostile = [asyncio.create_task(_hostile(ws_url, stop, refused)) for _ in range(count)]
+        while count and refused[0] < count:  # every hostile client connected and refused once
+            await asyncio.sleep(0.05)
+        latencies: list[float] = []
+        window = [time.perf_counter(), time.perf_counter() + seconds]
+        connected = [asyncio.Event(), asyncio.Event()]
+        connected[1].set()
+        await _play(ws_url, tasks, 0, connected, window, latencies)
+        stop.set()
+        await asyncio.gather(*hostile)
+        quantiles = statistics.quantiles(latencies, n=100)
+        results[count] = {
+            "p50 ms": 1000 * quantiles[49],
+            "p99 ms": 1000 * quantiles[98],
+            "steps": len(latencies),
+            "refused resets/s": refused[0] / seconds,
+        }
+    return results
+
+
+def isolation(counts: list[int], seconds: float) -> dict[int, dict[str, float]]:
+    """The witness's step p50/p99 alone (count 0) and beside each count of hostile clients."""
+    command = [sys.executable, "-m", "envs.bench", "sudoku", "--serve", "kit", "--sessions", "64"]
+    with _server("sudoku", command) as (url, _pid):
+        return asyncio.run(_isolation(url, [0, *counts], seconds))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("game", choices=sorted(ENVS))
@@ -297,11 +354,31 @@ def main() -> None:
         action="store_false",
         help="serve without permessage-deflate (OpenEnv's clients ask for it; uvicorn grants it)",
     )
+    parser.add_argument(
+        "--hostile",
+        help="counts of hostile clients, e.g. 1,3,8: measure a witness session beside them (sudoku)",
+    )
     load_options.add_argument("--serve", choices=HANDLERS, help=argparse.SUPPRESS)
     load_options.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve_for_load(args.game, args.serve, args.port, args.ws, args.sessions, args.deflate)
+        return
+    if args.hostile:
+        if args.game != "sudoku":
+            parser.error("--hostile resets costly Sudoku puzzles: run it as envs.bench sudoku")
+        counts = [int(count) for count in args.hostile.split(",")]
+        print(f"sudoku: a witness session, {args.seconds:g} s each, {os.cpu_count()} CPUs")
+        results = isolation(counts, args.seconds)
+        alone = results[0]
+        for count, figures in results.items():
+            ratios = f"p50 x{figures['p50 ms'] / alone['p50 ms']:.1f}, "
+            ratios += f"p99 x{figures['p99 ms'] / alone['p99 ms']:.1f}"
+            print(
+                f"  {count} hostile: p50 {figures['p50 ms']:.2f} ms, p99 {figures['p99 ms']:.2f} "
+                f"ms ({ratios} alone), {figures['steps']:,} steps, "
+                f"{figures['refused resets/s']:.1f} costly resets refused/s"
+            )
         return
     if args.sessions:
         handlers = HANDLERS if args.handler == "both" else (args.handler,)

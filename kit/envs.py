@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from kit import registry
-from kit.games import Game, Step, make
+from kit.games import Game, Step, check_action, make
 from kit.trajectory import ToolCall
 
 # TRL never exposes these as tools (grpo_trainer.py, the environment pool set-up).
@@ -154,6 +154,11 @@ class GameEnv:
                 "final answer."
             )
         step: Step | None = None
+        if problem is None and action is not None:
+            try:
+                check_action(self.game_name, action)
+            except ValueError as error:
+                problem = str(error)
         if problem is None:
             try:
                 step = self._game.step(action)

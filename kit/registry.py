@@ -104,6 +104,10 @@ class GameSpec:
     # A reset column whose values split a result usefully (Catch's ball column: the side the first
     # move must take), for kit.evaluate.by_task; kit.demo prints each model's win rate per value.
     breakdown: str | None = None
+    # The longest move text (a tool's action, a server's ``message``) the game takes, in
+    # characters. Every reply and history is bounded through it, so a longer move is refused
+    # (``kit.games.check_action``), identically in-process and on a server, and never played.
+    max_action_chars: int = 1024
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -112,7 +116,7 @@ class GameSpec:
             raise ValueError(
                 f"{self.name}: the env class {self.env!r} must have game_name = {self.name!r}"
             )
-        for label in ("turn_limit", "budget"):
+        for label in ("turn_limit", "budget", "max_action_chars"):
             value = getattr(self, label)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{self.name}: {label} must be an int >= 1, got {value!r}")

@@ -73,6 +73,11 @@ class RemoteError(RuntimeError):
         super().__init__(f"{self.message} (code: {self.code})")
 
 
+class UnsupportedServerError(RuntimeError):
+    """The server is neither a kit server nor an official server of the game that this client
+    reads (an MCP server, say: OpenEnv's current ``echo_env``)."""
+
+
 class SessionLostError(RuntimeError):
     """The server no longer holds this episode (the connection dropped); reset to start anew."""
 
@@ -200,7 +205,21 @@ class RemoteGame:
                 "the game with kit.serve to choose the board)",
                 stacklevel=4,
             )
-        self._official = ENVIRONMENTS[self._game_name].reader()
+        reader = getattr(ENVIRONMENTS[self._game_name], "reader", None)
+        observation = result.observation
+        fields = reader.fields if reader is not None else ("episode_id",)
+        missing = [name for name in fields if getattr(observation, name, None) is None]
+        if reader is None or missing:
+            self._connection.close()
+            raise UnsupportedServerError(
+                f"{self._connection.base_url} is not a server kit.remote can play "
+                f"{self._game_name} on: its reset answered with {_fields(observation)}, without "
+                f"{missing}. kit.remote plays kit.serve's servers (python -m kit.serve "
+                f"{self._game_name}) and these official OpenEnv servers: {_supported()}. MCP "
+                "servers (OpenEnv's current echo_env, whose tools are called with call_tool) are "
+                "not among them."
+            )
+        self._official = reader()
         self._episode_id = self._connection.episode_id = object()  # official replies carry none
         self._game = {}
         return self._official.reset(result.observation)
@@ -267,6 +286,20 @@ class RemoteGame:
             "fresh environment; call reset() to start a new episode."
         )
         return SessionLostError(self._lost)
+
+
+def _fields(observation: ServedObservation) -> list[str]:
+    sent = observation.model_dump(exclude_unset=True, exclude={"text"})
+    return sorted(sent) + [f"metadata.{key}" for key in sorted(observation.metadata)]
+
+
+def _supported() -> str:
+    readers: dict[str, list[str]] = {}
+    for name in ENVIRONMENTS:
+        reader = getattr(ENVIRONMENTS[name], "reader", None)  # a game of one's own may have none
+        if reader is not None:
+            readers.setdefault(reader.server, []).append(name)
+    return "; ".join(f"{server} ({', '.join(games)})" for server, games in readers.items())
 
 
 def _as_value_error(error: RemoteError) -> Exception:

@@ -247,7 +247,9 @@ def test_malformed_messages_get_clear_errors_and_the_session_survives(
         # After all that, the session plays; a bad reset leaves the episode it interrupted intact.
         assert ask({"type": "reset", "data": {"secret": "sheep"}})["type"] == "observation"
         assert ask({"type": "step", "data": {"message": "[crane]"}})["type"] == "observation"
-        assert error({"type": "reset", "data": {"seed": -1}})[0] == "EXECUTION_ERROR"
+        # A seed is typed on arrival, as OpenEnv's ResetRequest declares it (a non-negative int).
+        assert error({"type": "reset", "data": {"seed": -1}})[0] == "VALIDATION_ERROR"
+        assert error({"type": "reset", "data": {"secret": "qqqqq"}})[0] == "EXECUTION_ERROR"
         reply = ask({"type": "step", "data": {"message": "[sheep]"}})["data"]
         assert reply["done"] and reply["reward"] == 1.0
         assert reply["observation"]["metadata"]["step_count"] == 2

@@ -57,6 +57,24 @@ class Game(Protocol):
 GAMES = tuple(registry.BUILTIN)
 
 
+def check_action(name: str, action: str) -> None:
+    """Refuse, with ``ValueError``, a move longer than game ``name`` takes
+    (``GameSpec.max_action_chars``).
+
+    Why a limit the references do not have: a server reply carries the move's text, and
+    TextArena's transcript carries every move, so an unbounded move makes unbounded replies (a
+    Sudoku move padded to 1 MB gave a 121 MB reply by step 40). The tool envs and the servers
+    both call this before the engine sees the move, with this one message, so a move is refused
+    the same way in-process and remotely, and a refused move changes nothing.
+    """
+    limit = registry.game(name).max_action_chars
+    if len(action) > limit:
+        raise ValueError(
+            f"the move is {len(action):,} characters long; {name} takes moves of at most "
+            f"{limit:,} characters, so it was not played"
+        )
+
+
 def make(name: str, **options: Any) -> Game:
     """Build a fresh game by name (``"wordle"``, ``"catch"``, ``"sudoku"``, ``"echo"``, or any
     game registered with ``kit.registry.register``)."""

@@ -32,6 +32,7 @@ except ImportError as error:  # the serve extra is optional; the rest of the kit
 
 from kit import registry
 from kit.serve import websocket
+from kit.serve import workers as workers_
 from kit.serve.base import KitEnvironment
 
 
@@ -69,6 +70,8 @@ def build_app(
     *,
     idle_timeout_s: float | None = None,
     max_frame_bytes: int | None = None,
+    workers: int | None = None,
+    cpu_budget_s: float | None = None,
 ) -> FastAPI:
     """The OpenEnv FastAPI app serving ``environment``: WebSocket ``/ws``, ``/health``, ``/schema``...
 
@@ -77,7 +80,10 @@ def build_app(
     ``seed`` seeds the tasks a bare ``reset()`` draws (default: the ``TASK_SEED`` variable, else
     fresh entropy); a client that names its task is unaffected. ``idle_timeout_s`` (default: the
     ``SESSION_IDLE_TIMEOUT_S`` variable, else 300) closes a session that long without a message;
-    ``max_frame_bytes`` (default: ``MAX_FRAME_BYTES``, else 1 MiB) bounds a frame or HTTP body.
+    ``max_frame_bytes`` (default: ``MAX_FRAME_BYTES``, else 1 MiB) bounds a frame or HTTP body,
+    and every reply. A reset that must check a client's own task (Sudoku's ``puzzle``) runs in
+    one of ``workers`` processes (default: ``ENGINE_WORKERS``, else one core fewer than the
+    machine's) within ``cpu_budget_s`` of CPU (default: ``ENGINE_CPU_BUDGET_S``, else 2 s).
     ``/ws`` and HTTP ``/reset``/``/step`` are the kit's own (``kit/serve/websocket.py``).
     """
     if not (isinstance(environment, type) and issubclass(environment, KitEnvironment)):
@@ -94,6 +100,13 @@ def build_app(
         )
     if max_frame_bytes is None:
         max_frame_bytes = int(os.environ.get("MAX_FRAME_BYTES", websocket.DEFAULT_MAX_FRAME_BYTES))
+    if cpu_budget_s is None:
+        cpu_budget_s = float(os.environ.get("ENGINE_CPU_BUDGET_S", workers_.DEFAULT_CPU_BUDGET_S))
+    pool = workers_.Workers(
+        workers if workers is not None else workers_.default_workers(),
+        cpu_budget_s,
+        max_pending=max_concurrent_envs,
+    )
     factory = functools.partial(environment, task_rng=random.Random(seed))
     app = create_app(
         factory,
@@ -109,6 +122,7 @@ def build_app(
         max_sessions=max_concurrent_envs,
         idle_timeout_s=idle_timeout_s,
         max_frame_bytes=max_frame_bytes,
+        workers=pool,
     )
     websocket.install(app, sessions)
     return app
@@ -179,7 +193,7 @@ def _entrypoint(spec: str) -> type[KitEnvironment]:
 def resolve_env(
     spec: str,
     *,
-    max_concurrent_envs: int = DEFAULT_MAX_CONCURRENT_ENVS,
+    max_concurrent_envs: int | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
     seed: int | None = None,
@@ -189,7 +203,8 @@ def resolve_env(
     A URL is returned as is, with ``server`` None. A game name (``"wordle"``) or a
     ``"module:Class"`` entrypoint (a ``KitEnvironment`` subclass, e.g. a variant) is served here,
     in a background thread on ``host:port`` (``port=0``: a free port), and ``server.close()``
-    stops it.
+    stops it. ``max_concurrent_envs`` as in ``build_app`` (default: ``MAX_CONCURRENT_ENVS``, else
+    64).
     """
     if not isinstance(spec, str):
         raise ValueError(f"spec must be a URL, a game name or 'module:Class', not {spec!r}")

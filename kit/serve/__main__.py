@@ -19,8 +19,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max-concurrent-envs",
         type=int,
-        default=DEFAULT_MAX_CONCURRENT_ENVS,
-        help="sessions held at once; a TRL run opens one per pooled env instance",
+        default=None,
+        help="sessions held at once (default: the MAX_CONCURRENT_ENVS variable, else "
+        f"{DEFAULT_MAX_CONCURRENT_ENVS}); a TRL run opens one per pooled env instance",
     )
     parser.add_argument("--seed", type=int, default=None, help="seeds the tasks a bare reset draws")
     args = parser.parse_args(argv)

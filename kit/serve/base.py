@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 import kit
 from kit.envs import ENVS
-from kit.games import Game, Step, make
+from kit.games import Game, Step, check_action, make
 
 BOOKKEEPING = (
     *("episode_id", "step_count", "game"),
@@ -133,6 +133,9 @@ class KitEnvironment(Environment[KitAction, KitObservation, KitState]):
     public: ClassVar[tuple[str, ...]] = ()  # engine fields every observation carries
     hidden: ClassVar[tuple[str, ...]] = ()  # engine fields only the state carries (secrets)
     reader: ClassVar[type[OfficialReader]]  # how kit.remote plays the official server
+    # Task keys whose reset must search or check what a client chose (Sudoku's ``puzzle``): see
+    # ``costly``. Every other call is bounded by construction and answers inline.
+    costly_tasks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, task_rng: random.Random | None = None) -> None:
         super().__init__()
@@ -145,18 +148,37 @@ class KitEnvironment(Environment[KitAction, KitObservation, KitState]):
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **task: Any
     ) -> KitObservation:
+        task = self.task(seed, **task)
+        game, text = play_reset(self.game_name, self.options, task)  # raises before any change
+        return self.start(game, text, task, episode_id)
+
+    def task(self, seed: int | None = None, **task: Any) -> dict[str, Any]:
+        """The task a reset plays: the one given, or a drawn ``{"seed": n}`` if it names none."""
         task = {key: value for key, value in {"seed": seed, **task}.items() if value is not None}
         spec = ENVS[self.game_name]
         if spec.task_required and not any(key in task for key in spec.task_keys):
             task = {**task, "seed": self._task_rng.randrange(TASK_SEED_RANGE)}
-        game = make(self.game_name, **self.options)
-        text = game.reset(**task)  # raises on a bad task before anything of the old episode changes
+        return task
+
+    def costly(self, task: dict[str, Any]) -> bool:
+        """Whether resetting to ``task`` may cost more than a bounded few microseconds: it names
+        a key of ``costly_tasks``. The server runs such a reset in a worker process, under its
+        CPU budget, so that it delays only the session that asked (``kit/serve/websocket.py``)."""
+        return any(key in task for key in self.costly_tasks)
+
+    def start(
+        self, game: Game, text: str, task: dict[str, Any], episode_id: str | None
+    ) -> KitObservation:
+        """Make ``game``, just reset to ``task`` (returning ``text``), this session's episode."""
+        if episode_id is not None and not isinstance(episode_id, str):
+            raise ValueError(f"episode_id must be a str or None, not {type(episode_id).__name__}")
         self._game, self._task, self._step_count = game, task, 0
         self._episode_id = episode_id or uuid.uuid4().hex
         return self._observe(text, game.reward, game.done, {}, action=None)
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> KitObservation:
         move = self.move(action)  # a malformed action raises before a drawn board is dealt
+        check_action(self.game_name, move)  # as the tool envs do: the same text, nothing played
         if self._game is None:
             self.reset()  # as the official servers do: a step before any reset plays a drawn board
         step = self._game.step(move)
@@ -276,6 +298,13 @@ class TextArenaEnvironment(KitEnvironment):
         return {}
 
 
+def play_reset(game_name: str, options: dict[str, Any], task: dict[str, Any]) -> tuple[Game, str]:
+    """A new engine of ``game_name`` reset to ``task``, and its first text: the part of a reset
+    a server may run in a worker process (the engine is plain Python, so it travels back)."""
+    game = make(game_name, **options)
+    return game, game.reset(**task)
+
+
 class OfficialReader:
     """How ``kit.remote`` plays this game on its *official* OpenEnv server, which sends no ``text``.
 
@@ -284,6 +313,9 @@ class OfficialReader:
     ``Step`` (the text the engine would have returned) and keeps the engine's counters, so a
     ``kit.envs`` tool env plays either server. One reader per episode; subclasses per protocol.
     """
+
+    server: ClassVar[str] = "the game's official server"  # as kit.remote's errors name it
+    fields: ClassVar[tuple[str, ...]] = ()  # what that server's reset observation always carries
 
     def __init__(self) -> None:
         self.done = False
@@ -315,6 +347,8 @@ class OfficialReader:
 class TextArenaReader(OfficialReader):
     """``textarena_env``: the text is what ``messages[0].content`` gained since the last reply."""
 
+    server = "textarena_env"
+    fields = ("messages",)
     INVALID = "You attempted an invalid move"
 
     def reset(self, observation: Any) -> str:

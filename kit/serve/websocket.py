@@ -14,10 +14,21 @@ socket stays open. Served to strangers, each of those is a way to break a server
 * HTTP ``/reset`` and ``/step`` answer a bad task or a hostile body with a 500 and a traceback.
 
 And the thread hop per call is where the latency under load went: the kit's engines answer in
-microseconds, so here every ``reset``/``step``/``state`` runs inline on the event loop, which is
-also what keeps one process's answers prompt at hundreds of sessions (``python -m envs.bench
-catch --sessions 512`` measures both handlers). An engine call that raises answers that one frame
-with an error; no other session sees it.
+microseconds, so here ``reset``/``step``/``state`` run inline on the event loop, which is also
+what keeps one process's answers prompt at hundreds of sessions (``python -m envs.bench catch
+--sessions 512`` measures both handlers). That holds because every inline call is bounded by
+construction: a move is at most its game's ``max_action_chars`` (``kit.games.check_action``), so
+no reply echoes more, Echo's history is a window, and a reply or state over the frame limit is
+refused rather than sent. The one call that is not bounded, a reset that must check a task the
+client chose (``KitEnvironment.costly_tasks``: Sudoku's ``puzzle``), runs in a worker process
+under a CPU budget (``kit/serve/workers.py``), so it delays only its own session (``python -m
+envs.bench sudoku --hostile 3`` measures a witness session beside hostile ones). An engine call
+that raises answers that one frame with an error; no other session sees it.
+
+Reset data is typed on arrival as OpenEnv's ``ResetRequest`` declares it, strictly (``seed`` a
+non-negative int, ``episode_id`` a string of at most 255 characters): the server stores both
+and quotes the id in every reply, so anything else is a ``VALIDATION_ERROR`` and the episode
+stays as it was. The game's own task keys go to its engine, which checks them.
 
 The wire protocol is OpenEnv's, so its clients (``EnvClient``, ``GenericEnvClient``) and
 ``kit.remote`` need no change: frames ``{"type": "reset"|"step"|"state"|"close", "data": {...}}``;
@@ -41,12 +52,13 @@ from typing import Any
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response
 from openenv.core.env_server.types import ResetRequest, ResetResponse, StepRequest, StepResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from pydantic_core import to_json
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocketDisconnect
 
 from kit.serve.base import KitEnvironment
+from kit.serve.workers import Busy, Workers
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +78,21 @@ _QUOTE_CHARS = 300  # how much of what a client sent an error quotes back: no re
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # the only way a surrogate enters a frame
 _TYPES = ("reset", "step", "state", "close")
 _KEYS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"type"}, "close": {"type"}}
-_HTTP_STATUS = {"INVALID_JSON": 400, "VALIDATION_ERROR": 422, "EXECUTION_ERROR": 400}
+_HTTP_STATUS = {
+    "INVALID_JSON": 400,
+    "VALIDATION_ERROR": 422,
+    "EXECUTION_ERROR": 400,
+    "CAPACITY_REACHED": 503,
+}
+
+
+class ResetData(BaseModel):
+    """The reset fields the server itself keeps, typed strictly (OpenEnv's ``ResetRequest``
+    coerces ``true`` to seed 1); every other key is the game's task, for its engine to check."""
+
+    model_config = ConfigDict(extra="allow")
+    seed: StrictInt | None = Field(default=None, ge=0)
+    episode_id: StrictStr | None = Field(default=None, max_length=255)
 
 
 class Refusal(Exception):
@@ -227,6 +253,7 @@ class SessionServer:
         max_sessions: int,
         idle_timeout_s: float,
         max_frame_bytes: int,
+        workers: Workers,
     ) -> None:
         for name, value in (
             ("max_sessions", max_sessions),
@@ -241,6 +268,7 @@ class SessionServer:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
         self.max_frame_bytes = max_frame_bytes
+        self.workers = workers
         self.sessions: set[_Session] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()  # expiry closes in flight, kept referenced
@@ -281,7 +309,7 @@ class SessionServer:
                 if message["type"] == "websocket.disconnect" or session.expired:
                     break
                 session.last_message = loop.time()
-                reply = self.answer(env, message)
+                reply = await self.answer(env, message)
                 if reply is None:  # the client's "close"
                     break
                 await websocket.send({"type": "websocket.send", "text": reply})
@@ -293,7 +321,7 @@ class SessionServer:
             if not session.expired:
                 await _close(websocket, 1000)
 
-    def answer(self, env: KitEnvironment, message: dict[str, Any]) -> str | None:
+    async def answer(self, env: KitEnvironment, message: dict[str, Any]) -> str | None:
         """The reply to one received ASGI message (None: the client asked to close)."""
         try:
             text = message.get("text")
@@ -303,7 +331,7 @@ class SessionServer:
                 4 * len(text) > self.max_frame_bytes and len(text.encode()) > self.max_frame_bytes
             ):
                 raise Refusal("VALIDATION_ERROR", self._too_large(len(text.encode())))
-            return self._dispatch(env, parse(text))
+            return await self._dispatch(env, parse(text))
         except Refusal as refusal:
             return refusal.frame()
 
@@ -313,7 +341,7 @@ class SessionServer:
             "(MAX_FRAME_BYTES)"
         )
 
-    def _dispatch(self, env: KitEnvironment, frame: Any) -> str | None:
+    async def _dispatch(self, env: KitEnvironment, frame: Any) -> str | None:
         if not isinstance(frame, dict):
             kind = "null" if frame is None else type(frame).__name__
             message = f'a frame is a JSON object {{"type": ..., "data": {{...}}}}, not {kind}'
@@ -340,16 +368,51 @@ class SessionServer:
             return None
         if kind != "state":
             data = self._data(kind, frame)
-            action = (
-                _validate(self.action_cls, data, f"{self.game} action") if kind == "step" else None
-            )
+            if kind == "step":
+                action = _validate(self.action_cls, data, f"{self.game} action")
+            else:
+                _validate(ResetData, data, "reset data")
         try:
             if kind == "state":
-                return f'{{"type":"state","data":{env.state.model_dump_json()}}}'
-            observation = env.step(action) if kind == "step" else env.reset(**data)
-            return f'{{"type":"observation","data":{observation_json(observation)}}}'
+                return self._bounded(f'{{"type":"state","data":{env.state.model_dump_json()}}}')
+            if kind == "step":
+                observation = env.step(action)
+            else:
+                observation = await self._reset(env, data)
+            return self._bounded(
+                f'{{"type":"observation","data":{observation_json(observation)}}}', kind
+            )
+        except Refusal:
+            raise
         except Exception as error:  # one session's failure is its own frame's error, no more
             raise _execution_error(error, kind) from None
+
+    async def _reset(self, env: KitEnvironment, data: dict[str, Any]) -> Any:
+        """``env.reset(**data)``: inline, or in a worker process if the task may be costly."""
+        task = dict(data)
+        episode_id = task.pop("episode_id", None)
+        if not env.costly(task):
+            return env.reset(episode_id=episode_id, **task)
+        try:
+            return await self.workers.reset(env, task, episode_id)
+        except Busy as busy:
+            raise Refusal("CAPACITY_REACHED", str(busy), status=503) from None
+
+    def _bounded(self, reply: str, kind: str = "state") -> str:
+        """``reply``, or a refusal if it is over the frame limit: no client is sent a frame it
+        could not send itself (OpenEnv's client reads at most 1 MiB, as this server does)."""
+        if 4 * len(reply) <= self.max_frame_bytes:  # UTF-8 spends at most 4 bytes a character
+            return reply
+        size = len(reply.encode())
+        if size <= self.max_frame_bytes:
+            return reply
+        what = "nothing changed" if kind == "state" else f"the {kind} was made"
+        raise Refusal(
+            "EXECUTION_ERROR",
+            f"the {self.game} {kind} reply is {size:,} bytes, over this server's frame limit of "
+            f"{self.max_frame_bytes:,} (MAX_FRAME_BYTES), and was not sent ({what}); the "
+            "environment must bound its text",
+        )
 
     @staticmethod
     def _data(kind: str, frame: dict[str, Any]) -> dict[str, Any]:
@@ -400,28 +463,32 @@ class SessionServer:
     async def http_reset(self, request: Request) -> Response:
         try:
             body = await self._read_body(request)
-            reset = _validate(ResetRequest, {} if body is None else body, "reset request")
-            observation = self._call_fresh(
-                "reset", lambda env: env.reset(**reset.model_dump(exclude_unset=True))
-            )
+            body = {} if body is None else body
+            _validate(ResetData, body, "reset request")
+            try:
+                observation = await self._reset(self.factory(), body)
+                reply = self._bounded(observation_json(observation), "reset")
+            except Refusal:
+                raise
+            except Exception as error:
+                raise _execution_error(error, "reset") from None
         except Refusal as refusal:
             return refusal.response()
-        return Response(observation_json(observation), media_type="application/json")
+        return Response(reply, media_type="application/json")
 
     async def http_step(self, request: Request) -> Response:
         try:
             step = _validate(StepRequest, await self._read_body(request), "step request")
             action = _validate(self.action_cls, step.action, f"{self.game} action")
-            observation = self._call_fresh("step", lambda env: env.step(action))
+            try:
+                reply = self._bounded(observation_json(self.factory().step(action)), "step")
+            except Refusal:
+                raise
+            except Exception as error:
+                raise _execution_error(error, "step") from None
         except Refusal as refusal:
             return refusal.response()
-        return Response(observation_json(observation), media_type="application/json")
-
-    def _call_fresh(self, kind: str, call: Callable[[KitEnvironment], Any]) -> Any:
-        try:
-            return call(self.factory())
-        except Exception as error:
-            raise _execution_error(error, kind) from None
+        return Response(reply, media_type="application/json")
 
     async def _read_body(self, request: Request) -> Any:
         declared = request.headers.get("content-length", "")
@@ -510,6 +577,7 @@ def install(app: FastAPI, server: SessionServer) -> None:
         openapi_extra=_body(StepRequest),
     )
     app.add_api_route("/mcp", _mcp_refusal, methods=["POST"], include_in_schema=False)
+    app.router.on_shutdown.append(server.workers.close)  # the worker processes end with the app
 
 
 def _body(model: type[BaseModel]) -> dict[str, Any]:

@@ -150,6 +150,8 @@ SPEC = register(
         ),
         # The game's own bound plus room for invalid moves.
         turn_limit=20,
+        # LEFT, STAY or RIGHT, with room for a model's spacing and words around it.
+        max_action_chars=64,
         budget=1024,
         reward={
             "won": (won, 1.0),

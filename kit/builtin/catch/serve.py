@@ -106,6 +106,9 @@ class CatchReader(OfficialReader):
     paddle is tracked from the actions sent (each moves it one column, clamped at the walls).
     """
 
+    server = "openspiel_env"
+    fields = ("info_state",)
+
     def payload(self, action: str) -> dict[str, Any]:
         move = parse_action(action)
         if move is None:  # the official server has no invalid move to count: refuse it here

@@ -65,6 +65,9 @@ SPEC = register(
         solver=EchoSolver,
         prompt="Send one short, friendly message with the echo tool, then stop.\n\n",
         turn_limit=1,  # Echo never ends, and its prompt asks for one message
+        # Each reply carries the message three times (echoed_message, text, original_message):
+        # 16,384 characters keep it under the 1 MiB frame limit even at 6 JSON bytes a character.
+        max_action_chars=16_384,
         budget=256,
         reward={
             "env": (env_reward, 1.0),

@@ -14,8 +14,10 @@ which the echo env does not), so the tests hold this engine to the rule above.
 
 Additions for evaluation loops: ``max_turns`` (default None: never done, as the reference) ends
 the episode after that many messages. ``reward`` is the last message's reward (0.0 after
-``reset``), ``messages`` lists the messages of this episode, and ``won`` is always False: echo has
-nothing to win.
+``reset``), ``messages`` lists the episode's latest messages (a window: at most
+``HISTORY_MESSAGES`` of them and ``HISTORY_CHARS`` characters, the newest always kept, since an
+episode that never ends must not grow a server's memory and its ``state`` reply without end), and
+``won`` is always False: echo has nothing to win.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from kit.games import Step
 
 READY = "Echo environment ready!"
 EMPTY_MESSAGE = "message must not be empty: send at least one character."
+HISTORY_MESSAGES = 256
+"""The most messages ``Echo.messages`` keeps: the newest."""
+HISTORY_CHARS = 65_536
+"""The most characters ``Echo.messages`` keeps (beyond its newest message)."""
 
 
 class Echo:
@@ -40,6 +46,7 @@ class Echo:
             raise ValueError(f"max_turns must be None or an int >= 1, got {max_turns!r}")
         self.max_turns = max_turns
         self.messages: list[str] = []
+        self._history_chars = 0
         self.done = False
         self.won = False
         self.reward = 0.0
@@ -60,7 +67,7 @@ class Echo:
             raise ValueError(f"seed must be an int or None, got {type(seed).__name__}")
         if episode_id is not None and not isinstance(episode_id, str):
             raise ValueError(f"episode_id must be a str or None, got {type(episode_id).__name__}")
-        self.messages = []
+        self.messages, self._history_chars = [], 0
         self.done = False
         self.reward = 0.0
         self.num_steps = 0
@@ -76,6 +83,11 @@ class Echo:
         if self.done:
             raise ValueError(f"the game is over after max_turns={self.max_turns}; call reset()")
         self.messages.append(action)
+        self._history_chars += len(action)
+        while len(self.messages) > 1 and (
+            len(self.messages) > HISTORY_MESSAGES or self._history_chars > HISTORY_CHARS
+        ):
+            self._history_chars -= len(self.messages.pop(0))
         self.num_steps += 1
         self.reward = len(action) * 0.1
         self.done = self.max_turns is not None and self.num_steps >= self.max_turns

@@ -51,6 +51,9 @@ class EchoEnvironment(KitEnvironment):
 class EchoReader(OfficialReader):
     """``echo_env`` (before MCP): the text is ``echoed_message``."""
 
+    server = "echo_env before MCP"
+    fields = ("echoed_message",)
+
     def reset(self, observation: Any) -> str:
         return str(observation.echoed_message)
 

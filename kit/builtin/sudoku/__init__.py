@@ -187,6 +187,9 @@ SPEC = register(
         ),
         # The game's own bound plus room for invalid moves.
         turn_limit=150,
+        # A move is `[row col digit]`; 256 leaves room for prose and bounds the transcript each
+        # textarena_env reply carries (at most 129 moves: 64 cells, a warning before each and one more).
+        max_action_chars=256,
         budget=4096,
         reward={
             "won": (won, 1.0),

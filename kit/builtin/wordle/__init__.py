@@ -196,6 +196,9 @@ SPEC = register(
         ),
         # The game's own bound plus room for invalid moves.
         turn_limit=12,
+        # A move is `[word]`; 256 leaves room for a model's prose around it, and bounds the
+        # transcript each textarena_env reply carries (at most 13 moves: 6 guesses, 7 warnings).
+        max_action_chars=256,
         budget=1024,
         reward={
             "won": (won, 1.0),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kit.games import Game
 from kit.serve.base import KitObservation, TextArenaEnvironment
 
 _GUESS = re.compile(r"\[[A-Za-z]{5}\]")
@@ -22,11 +23,11 @@ class WordleEnvironment(TextArenaEnvironment):
     public = ("guesses", "feedbacks", "max_guesses", "word_length")
     hidden = ("secret",)
 
-    def reset(
-        self, seed: int | None = None, episode_id: str | None = None, **task: Any
+    def start(
+        self, game: Game, text: str, task: dict[str, Any], episode_id: str | None
     ) -> KitObservation:
         self._guess_counts: dict[str, int] = {}  # a new episode forgets the guesses it counted
-        return super().reset(seed, episode_id, **task)
+        return super().start(game, text, task, episode_id)
 
     def reward_signals(self, action: str, transcript: str, reward: float) -> dict[str, float]:
         # As textarena_env's _WordleRewardProvider computes them: the latest feedback line's
