@@ -20,7 +20,8 @@ the weighted total:
     report.plot()                        # the same as bars with std and zero-std shares
 
 A player is any ``kit.solvers.policies`` factory, ``kit.rollout.model_policy(model, tokenizer)``
-included.
+included, or a ``kit.endpoint.Endpoint``: a model behind a server, sampled with its defaults,
+whose episodes the server could not finish are counted (``failed_episodes``) and left out.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit import registry
+from kit.endpoint import Endpoint, EpisodeFailure, play_many
 from kit.envs import ENVS
-from kit.episode import run_episode
+from kit.episode import Episode, run_episode
 from kit.rewards import default_reward, flat_groups
 from kit.solvers.policies import PolicyFactory, noisy_policy, random_policy, solver_policy
 from kit.tasks import TURN_LIMITS, TaskProvider, check_count
@@ -107,9 +110,11 @@ class Diagnosis:
         lines.append(f"ordered {order}: {verdicts}")
         lines.append(f"{'policy':<8} {'win_rate':>8} {'calls':>7} {'failed':>7}")
         for policy, stats in self.players.items():
+            lost = stats.get("failed_episodes")
             lines.append(
                 f"{policy:<8} {stats['win_rate']:>8.2f} "
                 f"{stats['calls']:>7.1f} {stats['failed']:>7.2f}"
+                + (f"  ({lost:.0f} episodes the server failed to finish, left out)" if lost else "")
             )
         return "\n".join(lines)
 
@@ -253,26 +258,27 @@ def diagnose(
     for p, (policy_name, factory) in enumerate(policies.items()):
         scores: dict[str, list[list[float]]] = {name: [] for name in reported}
         wins = calls = failed = 0
-        for g, row in enumerate(rows):
-            episodes = []
-            for j in range(num_generations):
-                episode_seed = ((seed * 1_000 + p) * 1_000 + g) * 1_000 + j
-                instance = env_cls()
-                episodes.append(run_episode(instance, row, factory(env_cls, episode_seed), limit))
-                wins += instance.won
-                calls += len(instance.calls)
-                failed += instance.invalid_calls
+        played, lost = _groups(factory, env_cls, rows, num_generations, seed, p, limit)
+        for row, episodes in zip(rows, played, strict=True):
+            if not episodes:
+                continue  # every episode of the group failed on the server: in lost
+            for episode in episodes:
+                wins += episode.env.won
+                calls += len(episode.env.calls)
+                failed += episode.env.invalid_calls
             per_function = [_call(function, episodes, row) for _, function in functions]
             for name, values in zip(names, per_function, strict=True):
                 scores[name].append(values)
             if TOTAL in scores:
                 scores[TOTAL].append(_total(per_function, weights))
-        episodes_played = len(rows) * num_generations
+        episodes_played = max(1, len(rows) * num_generations - lost)
         players[policy_name] = {
             "win_rate": wins / episodes_played,
             "calls": calls / episodes_played,
             "failed": failed / episodes_played,
         }
+        if lost:
+            players[policy_name]["failed_episodes"] = lost
         for name in reported:
             flat = [value for group in scores[name] for value in group]
             means[name][policy_name] = _mean(flat)
@@ -295,6 +301,44 @@ def diagnose(
     return Diagnosis(
         game, len(rows), num_generations, seed, reported, order, table, ordered, players
     )
+
+
+def _groups(
+    player: PolicyFactory | Endpoint,
+    env_cls: type,
+    rows: Sequence[dict[str, Any]],
+    num_generations: int,
+    seed: int,
+    index: int,
+    limit: int,
+) -> tuple[list[list[Episode]], int]:
+    """Each row's group of episodes played by ``player`` (the ``index``-th), and how many
+    episodes an endpoint failed to finish (left out of their groups)."""
+    if isinstance(player, Endpoint):
+        budget = registry.View("budget")[env_cls.game_name]
+        played = play_many(
+            player,
+            env_cls,
+            rows,
+            num_generations,
+            seed * 1_000 + index,
+            max_tool_calling_iterations=limit,
+            max_completion_length=budget,
+            sampling={},
+        )
+        groups: list[list[Episode]] = [[] for _ in rows]
+        for k, episode in enumerate(played):
+            if not isinstance(episode, EpisodeFailure):
+                groups[k // num_generations].append(episode)
+        return groups, sum(isinstance(episode, EpisodeFailure) for episode in played)
+    groups = []
+    for g, row in enumerate(rows):
+        episodes = []
+        for j in range(num_generations):
+            episode_seed = ((seed * 1_000 + index) * 1_000 + g) * 1_000 + j
+            episodes.append(run_episode(env_cls(), row, player(env_cls, episode_seed), limit))
+        groups.append(episodes)
+    return groups, 0
 
 
 def _call(

@@ -41,14 +41,17 @@ gain on a few lucky tasks does not pass for one.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kit import registry
+from kit.endpoint import Endpoint, EpisodeFailure, Played, play_many
 from kit.envs import ENVS
 from kit.episode import Message, replay, reset, run_episode
 from kit.masks import build
@@ -113,6 +116,8 @@ class GameResult:
     valid_calls: int
     executed_calls: int
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    # Episodes an endpoint could not finish (kit.endpoint): in no figure, never a lost game.
+    failures: list[EpisodeFailure] = field(default_factory=list, repr=False)
     # Per task (in play order), each episode's value of every per-episode metric: what
     # :func:`compare` pairs. ``task_ids`` name the tasks (their reset columns as JSON).
     values: dict[str, list[list[float]]] = field(default_factory=dict, repr=False)
@@ -168,7 +173,11 @@ class Evaluation:
                     f"{metric}_low": estimate.low,
                     f"{metric}_high": estimate.high,
                 }
-            row |= {"valid_calls": result.valid_calls, "executed_calls": result.executed_calls}
+            row |= {
+                "valid_calls": result.valid_calls,
+                "executed_calls": result.executed_calls,
+                "failed_episodes": len(result.failures),
+            }
             rows.append(row)
         return rows
 
@@ -223,6 +232,7 @@ def _display_rows(
     if not evaluations:
         raise ValueError("give at least one Evaluation")
     check_metrics(metrics)
+    failed = any(r.failures for e in evaluations for r in e.games.values())
     rows = []
     for evaluation in evaluations:
         for result in evaluation.games.values():
@@ -236,6 +246,10 @@ def _display_rows(
             for metric in metrics:
                 row[LABELS[metric]] = str(getattr(result, metric))
             row["valid / executed"] = f"{result.valid_calls} / {result.executed_calls}"
+            if failed:  # transport failures, beside the figures they are not in
+                row["failed episodes"] = (
+                    f"{len(result.failures)} of {result.episodes + len(result.failures)}"
+                )
             rows.append(row)
     return rows
 
@@ -320,6 +334,15 @@ def compare(
             "comparison needs the same split, num_tasks and seed"
         )
     a, b = first.values.get(metric), second.values.get(metric)
+    for evaluation, result in ((before, first), (after, second)):
+        lost = sorted({json.dumps(f.task, sort_keys=True, default=str) for f in result.failures})
+        groups = result.values.get(metric) or []
+        if lost and not all(groups):
+            raise ValueError(
+                f"{evaluation.name!r} has no {game} episode left on {len(lost)} task(s) after "
+                f"{len(result.failures)} transport failure(s) (GameResult.failures), e.g. {lost[0]}: "
+                "evaluate again once the endpoint answers"
+            )
     if not a or not b or not all(a) or not all(b):
         raise ValueError(f"no per-episode values of {metric!r} to compare for {game}")
     difference, p_value = paired_difference(a, b, seed, resamples)
@@ -422,9 +445,11 @@ def evaluate(
     """Play every task of ``game``'s ``split`` ``num_generations`` times with ``player``; report
     per game.
 
-    ``player``: a model (with a ``generate`` method, or a ``vllm.LLM``; needs ``tokenizer``) or a
-    ``kit.solvers.policies`` factory such as ``solver_policy()``; a policy's episodes get token
-    ids (for ``kit.viz`` and the token count) when a ``tokenizer`` is given. ``game``: a name or
+    ``player``: a model (with a ``generate`` method, or a ``vllm.LLM``; needs ``tokenizer``), a
+    ``kit.endpoint.Endpoint`` (any OpenAI-compatible server: the sampling settings go in its
+    requests, ``generation_kwargs`` may hold ``max_new_tokens``, sent as ``max_tokens``) or a
+    ``kit.solvers.policies`` factory such as ``solver_policy()``; a policy's or an endpoint's
+    episodes get token ids (for ``kit.viz`` and the token count) when a ``tokenizer`` is given. ``game``: a name or
     several. Tasks: ``kit.tasks.TaskProvider(game, split, num_tasks, seed)``, or ``tasks`` (rows
     with the reset columns) for a single game; a row without a ``prompt`` gets the game's
     (``kit.tasks.prompt``), the one its training rows carry, not TRL's empty one. ``greedy``
@@ -446,7 +471,7 @@ def evaluate(
     games = [game] if isinstance(game, str) else list(game)
     _check(player, games, tokenizer, tasks, num_generations, seed)
     greedy = num_generations == 1 if greedy is None else greedy
-    if greedy and num_generations > 1 and _is_model(player):
+    if greedy and num_generations > 1 and _plays_tokens(player):
         raise ValueError(
             f"greedy decoding plays {num_generations} identical episodes per task: "
             "pass greedy=False"
@@ -462,26 +487,29 @@ def evaluate(
         cap = max_tool_calling_iterations
         cap = TURN_LIMITS[g] if cap is None else cap
         reward = (rewards or {}).get(g) or default_reward(g)
-        if _is_model(player):
+        failures: list[EpisodeFailure] = []
+        groups = None
+        settings = {
+            "num_generations": num_generations,
+            "greedy": greedy,
+            "sampling": sampling,
+            "seed": seed,
+            "budget": max_completion_length or BUDGETS[g],
+            "cap": cap,
+            "chat_template_kwargs": chat_template_kwargs,
+            "generation_kwargs": generation_kwargs,
+        }
+        if isinstance(player, Endpoint):
+            trajectories, groups, failures = _play_endpoint(player, tokenizer, g, rows, **settings)
+        elif _is_model(player):
             trajectories = _play_model(
-                player,
-                tokenizer,
-                g,
-                rows,
-                num_generations=num_generations,
-                greedy=greedy,
-                sampling=sampling,
-                seed=seed,
-                budget=max_completion_length or BUDGETS[g],
-                cap=cap,
-                batch_size=batch_size,
-                chat_template_kwargs=chat_template_kwargs,
-                generation_kwargs=generation_kwargs,
-                progress=progress,
+                player, tokenizer, g, rows, batch_size=batch_size, progress=progress, **settings
             )
         else:
             trajectories = _play_policy(player, tokenizer, g, rows, num_generations, seed, cap)
-        results[g] = _summarise(g, len(rows), num_generations, trajectories, reward, cap, seed)
+        results[g] = _summarise(
+            g, len(rows), num_generations, trajectories, reward, cap, seed, failures, groups
+        )
     return Evaluation(
         name=name or _player_name(player),
         split=split if tasks is None else "given tasks",
@@ -489,7 +517,7 @@ def evaluate(
         num_generations=num_generations,
         decoding=(
             f"policy x{num_generations}"
-            if not _is_model(player)
+            if not _plays_tokens(player)
             else "greedy"
             if greedy
             else f"sampled x{num_generations}, T={temperature:g}"
@@ -503,7 +531,7 @@ def _sampling_record(player: Any, greedy: bool, sampling: dict[str, Any]) -> dic
     """What :attr:`Evaluation.sampling` says: the settings that chose the tokens. ``min_p=None``
     sets none, so a transformers model samples with its own ``min_p`` if its generation config
     has one (as under GRPO): that value is recorded."""
-    if not _is_model(player):
+    if not _plays_tokens(player):
         return {}
     if greedy:
         return {"greedy": True, "repetition_penalty": sampling["repetition_penalty"]}
@@ -570,7 +598,14 @@ def _is_model(player: Any) -> bool:
     return callable(getattr(player, "generate", None))
 
 
+def _plays_tokens(player: Any) -> bool:
+    """A model or an endpoint: a player whose tokens are sampled with the sampling settings."""
+    return _is_model(player) or isinstance(player, Endpoint)
+
+
 def _player_name(player: Any) -> str:
+    if isinstance(player, Endpoint):
+        return player.model
     if _is_model(player):
         path = getattr(getattr(player, "config", None), "_name_or_path", "")
         return path or type(player).__name__
@@ -593,10 +628,10 @@ def _check(
     if _is_model(player):
         if tokenizer is None:
             raise ValueError("a model needs its tokenizer: evaluate(model, game, tokenizer)")
-    elif not callable(player):
+    elif not callable(player) and not isinstance(player, Endpoint):
         raise ValueError(
-            "player must be a model (with a generate method) or a kit.solvers.policies factory "
-            f"such as solver_policy(); got {type(player).__name__}"
+            "player must be a model (with a generate method), a kit.endpoint.Endpoint or a "
+            f"kit.solvers.policies factory such as solver_policy(); got {type(player).__name__}"
         )
     if tasks is not None and (len(games) != 1 or not tasks):
         raise ValueError("tasks= needs exactly one game and at least one row")
@@ -648,6 +683,82 @@ def _play_model(
             model.train()
 
 
+def _play_endpoint(
+    endpoint: Endpoint,
+    tokenizer: Any,
+    game: str,
+    rows: list[dict[str, Any]],
+    *,
+    num_generations: int,
+    greedy: bool,
+    sampling: dict[str, Any],
+    seed: int,
+    budget: int,
+    cap: int,
+    chat_template_kwargs: dict[str, Any] | None,
+    generation_kwargs: dict[str, Any] | None,
+) -> tuple[list[Trajectory], list[int], list[EpisodeFailure]]:
+    """Play through ``endpoint`` (:func:`kit.endpoint.play_many`); the played episodes as
+    trajectories with the task index of each, and the failed ones. The request carries the sampling settings that
+    chat-completions names (``temperature``, ``top_p``) and the others only where they differ
+    from sampling's defaults (servers that know them take ``top_k``, ``min_p`` and
+    ``repetition_penalty`` as extra fields; the rest refuse them, which is a clear error)."""
+    extra = dict(generation_kwargs or {})
+    request: dict[str, Any] = {}
+    if "max_new_tokens" in extra:
+        request["max_tokens"] = extra.pop("max_new_tokens")
+    if extra:
+        raise ValueError(
+            f"an endpoint takes max_new_tokens from generation_kwargs, not {sorted(extra)}: "
+            "put server settings in Endpoint(extra_body=...)"
+        )
+    if greedy:
+        request["temperature"] = 0.0
+    else:
+        request |= {"temperature": sampling["temperature"], "top_p": sampling["top_p"]}
+        for name, default in (("top_k", 0), ("min_p", None), ("repetition_penalty", 1.0)):
+            if sampling[name] not in (default, None):
+                request[name] = sampling[name]
+    env_cls = ENVS[game]
+    played = play_many(
+        endpoint,
+        env_cls,
+        rows,
+        num_generations,
+        seed,
+        max_tool_calling_iterations=cap,
+        max_completion_length=budget,
+        sampling=request,
+        chat_template_kwargs=chat_template_kwargs,
+    )
+    trajectories, groups, failures = [], [], []
+    for index, episode in enumerate(played):
+        if isinstance(episode, EpisodeFailure):
+            failures.append(episode)
+            continue
+        trajectory = _trajectory(episode, tokenizer, env_cls)
+        trajectory.env, trajectory.task = game, _task(rows[index // num_generations])
+        trajectories.append(trajectory)
+        groups.append(index // num_generations)
+    return trajectories, groups, failures
+
+
+def _trajectory(episode: Played, tokenizer: Any, env_cls: type) -> Trajectory:
+    messages = episode.messages
+    if tokenizer is not None:
+        trajectory = build(tokenizer, messages, env_cls)
+    else:
+        trajectory = Trajectory(messages, [], [], [], tool_calls=tool_calls(messages))
+    trajectory.states = episode.states
+    trajectory.done, trajectory.won = episode.env.done, episode.env.won
+    trajectory.truncated = episode.truncated
+    return trajectory
+
+
+def _task(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "prompt"}
+
+
 def _play_policy(
     factory: PolicyFactory,
     tokenizer: Any,
@@ -697,10 +808,18 @@ def _summarise(
     reward: Reward,
     cap: int,
     seed: int,
+    failures: Sequence[EpisodeFailure] = (),
+    groups: Sequence[int] | None = None,
 ) -> GameResult:
-    """Score every episode and pool them; per-task groups feed the bootstrap."""
+    """Score every episode and pool them; per-task groups feed the bootstrap. ``groups``: each
+    trajectory's task index, where some episodes failed (an endpoint's: ``failures``); by
+    default every task has its ``num_generations`` episodes in order."""
     per_task: dict[str, list[list[float]]] = {m: [[] for _ in range(tasks)] for m in METRICS}
     task_ids = [""] * tasks
+    for failure in failures:  # a task all of whose episodes failed still has its name
+        task_ids[failure.task_index] = json.dumps(failure.task, sort_keys=True, default=str)
+    if groups is None:
+        groups = [index // num_generations for index in range(len(trajectories))]
     wins = finished = with_call = valid = executed = 0
     has_ids = all(t.prompt_ids for t in trajectories)
     for index, trajectory in enumerate(trajectories):
@@ -719,7 +838,7 @@ def _summarise(
         wins += trajectory.won
         finished += env.done
         with_call += parsed > 0
-        group = index // num_generations
+        group = groups[index]
         task_ids[group] = json.dumps(trajectory.task, sort_keys=True, default=str)
         per_task["win_rate"][group].append(float(trajectory.won))
         per_task["finished"][group].append(float(env.done))
@@ -749,6 +868,7 @@ def _summarise(
         valid_calls=valid,
         executed_calls=executed,
         trajectories=trajectories,
+        failures=list(failures),
         values={m: v for m, v in per_task.items() if any(v)},
         task_ids=task_ids,
     )
@@ -774,3 +894,98 @@ def _replay(
     env = ENVS[game]()
     reset(env, task)
     return env, replay(env, _turns(messages), cap)
+
+
+# -- command line ---------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kit.evaluate``: measure an endpoint model, and checkpoints beside it, on
+    held-out tasks; print the runbook's table and each player's paired comparison with the
+    first one on the same tasks."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m kit.evaluate",
+        description="Evaluate a model behind an OpenAI-compatible endpoint (and checkpoints "
+        "beside it) on a game's held-out tasks, with intervals and paired comparisons.",
+    )
+    parser.add_argument("games", nargs="*", default=list(ENVS), help="games (default: all)")
+    parser.add_argument("--base-url", help="the endpoint, up to /v1 (http://localhost:8000/v1)")
+    parser.add_argument("--model", help="the endpoint's model name")
+    parser.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="the environment variable holding the API key (never printed)",
+    )
+    parser.add_argument("--concurrency", type=int, default=4, help="episodes in flight at once")
+    parser.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        help="a checkpoint folder or hub id to evaluate in-process on the same tasks (repeat)",
+    )
+    parser.add_argument("--split", default="eval")
+    parser.add_argument("--num-tasks", type=int, default=None, help="default: the whole split")
+    parser.add_argument("--eval-generations", type=int, default=4, help="episodes per task")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="a cap on each turn (default: none)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write every figure (records, comparisons) to this JSON")
+    args = parser.parse_args(argv)
+    if (args.base_url is None) != (args.model is None):
+        parser.error("--base-url and --model go together")
+    if args.base_url is None and not args.checkpoint:
+        parser.error("name a player: --base-url and --model, or --checkpoint")
+    if args.out and os.path.exists(args.out):
+        parser.error(f"--out {args.out} exists: name a new file (nothing is written over)")
+    players: dict[str, Callable[[], tuple[Any, Any]]] = {}
+    if args.base_url is not None:
+        endpoint = Endpoint(
+            args.base_url, args.model, args.api_key_env, concurrency=args.concurrency
+        )
+        players[f"{args.model} (endpoint)"] = lambda: (endpoint, None)
+    for path in args.checkpoint:
+        players[path] = functools.partial(_load_checkpoint, path)
+    settings: dict[str, Any] = {
+        "split": args.split,
+        "num_tasks": args.num_tasks,
+        "num_generations": args.eval_generations,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "seed": args.seed,
+    }
+    if args.max_new_tokens is not None:
+        settings["generation_kwargs"] = {"max_new_tokens": args.max_new_tokens}
+    evaluations = evaluate_in_turn(players, args.games, **settings)
+    print(text_table(evaluations, transpose=True))
+    comparisons = []
+    first = evaluations[0]
+    for other in evaluations[1:]:
+        print(f"\n{other.name} against {first.name}, on the same tasks:")
+        for game in args.games:
+            for metric in ("win_rate", "finished", "mean_reward"):
+                comparison = compare(first, other, game, metric, args.seed)
+                comparisons.append({"player": other.name, "game": game, **comparison.record()})
+                print(f"  {comparison}")
+    for evaluation in evaluations:
+        for result in evaluation.games.values():
+            for failure in result.failures[:3]:
+                print(f"failed ({evaluation.name}, {result.game}): {failure.error}")
+    if args.out:
+        records = [row for e in evaluations for row in e.records()]
+        with open(args.out, "x", encoding="utf-8") as file:  # never over a user's file
+            json.dump({"records": records, "comparisons": comparisons}, file, indent=2)
+        print(f"every figure: {args.out}")
+    return 0
+
+
+def _load_checkpoint(path: str) -> tuple[Any, Any]:
+    from kit.models import load
+
+    return load(path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -162,3 +162,14 @@ def test_the_grpo_step_benchmark_splits_a_step_into_phases(tmp_path):
         assert phase in shares, phase
     assert sum(shares.values()) == pytest.approx(100.0, abs=0.5)
     assert shares["generation, first turn"] > 0
+
+
+@pytest.mark.slow
+def test_the_endpoint_benchmark_times_both_paths_on_one_model():
+    """One round of the tiny model (a few SFT steps) in-process and behind transformers serve:
+    both contenders play, and the ratio is reported."""
+    out = _run(
+        "benchmarks/endpoint.py", "--sft-steps", "2", "--seconds", "0.1", "--rounds", "1",
+        "--threads", "1", "--concurrency", "2",
+    )  # fmt: skip
+    assert "in-process" in out and "endpoint / in-process:" in out and "episodes/s" in out

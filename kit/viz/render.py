@@ -389,10 +389,16 @@ def _reset_text(trajectory: Trajectory, state: str) -> str:
 
 
 def check_view_inputs(trajectory: Any, tokenizer: Any) -> None:
-    """``ValueError`` unless ``trajectory`` is a ``Trajectory`` and ``tokenizer`` can decode:
-    every view checks its inputs so, before it renders anything."""
+    """``ValueError`` unless ``trajectory`` is a ``Trajectory`` with token ids and ``tokenizer``
+    can decode: every token view checks its inputs so, before it renders anything."""
     if not isinstance(trajectory, Trajectory):
         raise ValueError(f"expected a kit.trajectory.Trajectory, got {type(trajectory).__name__}")
+    if not trajectory.input_ids:
+        raise ValueError(
+            "this episode has no token ids (an endpoint's, evaluated without a tokenizer): pass "
+            "the served model's tokenizer to kit.evaluate.evaluate, or read it with "
+            "kit.viz.chat_view or kit.viz.inspector"
+        )
     if not callable(getattr(tokenizer, "decode", None)):
         raise ValueError(
             f"tokenizer must have a decode(ids) method; got {type(tokenizer).__name__}"

@@ -3,7 +3,8 @@
 Why: a GRPO batch is dozens of episodes, and the question is always "show me the ones that
 lost", "the truncated ones", "the catch ones with reward above zero". The inspector puts those
 filters, the token view (what the loss saw), the chat view (what the conversation said) and the
-env's state turn by turn on one cell.
+env's state turn by turn on one cell. Episodes without token ids (an endpoint model's, played
+without its tokenizer) open in the chat view, which needs none.
 
 It uses only widgets and traits present in both ipywidgets 7.7 (Colab) and 8 (JupyterLab 4,
 VS Code): ``Dropdown``, ``ToggleButtons``, ``IntSlider``, ``FloatRangeSlider``, ``HTML``,
@@ -47,7 +48,7 @@ class Inspector:
     CACHE = 8  # rendered token views kept: ~240 bytes a token, 2.4 MB for 10k tokens
 
     def __init__(
-        self, trajectories: Sequence[Trajectory], tokenizer: Any, cache: int = CACHE
+        self, trajectories: Sequence[Trajectory], tokenizer: Any = None, cache: int = CACHE
     ) -> None:
         try:
             import ipywidgets as w
@@ -60,7 +61,12 @@ class Inspector:
         if not self.trajectories:
             raise ValueError("inspector needs at least one trajectory")
         for trajectory in self.trajectories:
-            check_view_inputs(trajectory, tokenizer)
+            if not isinstance(trajectory, Trajectory):
+                raise ValueError(
+                    f"expected kit.trajectory.Trajectory items, got {type(trajectory).__name__}"
+                )
+            if trajectory.input_ids and tokenizer is not None:
+                check_view_inputs(trajectory, tokenizer)
         self.tokenizer = tokenizer
         if not isinstance(cache, int) or cache < 0:
             raise ValueError(f"cache must be an int >= 0 (rollouts kept), got {cache!r}")
@@ -94,8 +100,11 @@ class Inspector:
             layout=w.Layout(width="320px"),
         )
         self.rollout = w.Dropdown(description="rollout", style=wide, layout=w.Layout(width="auto"))
+        tokens = tokenizer is not None and any(t.input_ids for t in self.trajectories)
         self.view = w.ToggleButtons(
-            options=list(VIEWS), value="tokens", style={"button_width": "70px"}
+            options=list(VIEWS) if tokens else ["chat"],
+            value="tokens" if tokens else "chat",
+            style={"button_width": "70px"},
         )
         self.turn = w.IntSlider(value=0, min=0, max=0, description="env state", style=wide)
         self.summary = w.HTML()
@@ -169,7 +178,9 @@ class Inspector:
             return
         trajectory = self.trajectories[i]
         self.summary.value = f"<b>#{i}</b> · {_html.escape(summary(trajectory))}"
-        if self.view.value == "tokens":
+        if self.view.value == "tokens" and not trajectory.input_ids:
+            body = "<i>no token ids for this rollout: its chat view</i>" + chat_view(trajectory)
+        elif self.view.value == "tokens":
             body = self._token_html.pop(i, None) or frame(
                 legend() + token_view(trajectory, self.tokenizer)
             )
@@ -196,9 +207,12 @@ class Inspector:
 
 
 def inspector(
-    trajectories: Sequence[Trajectory], tokenizer: Any, cache: int = Inspector.CACHE
+    trajectories: Sequence[Trajectory], tokenizer: Any = None, cache: int = Inspector.CACHE
 ) -> ipywidgets.VBox:
     """An ipywidgets inspector over ``trajectories``: filters, token/chat views, env states.
+
+    ``tokenizer`` decodes the token view; without one (or for episodes without token ids, such
+    as an endpoint model's) the inspector shows the chat view.
 
     ``cache``: how many rendered token views the kernel keeps, the most recently shown.
     """
