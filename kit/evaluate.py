@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit import registry
-from kit.endpoint import Endpoint, EpisodeFailure, Played, play_many
+from kit.endpoint import Endpoint, EpisodeFailure, play_many
 from kit.envs import ENVS
-from kit.episode import Message, replay, reset, run_episode
+from kit.episode import Episode, Message, replay, reset, run_episode
 from kit.masks import build
 from kit.rewards import Reward, default_reward
 from kit.rollout import SAMPLING, sampling_settings
@@ -736,27 +736,27 @@ def _play_endpoint(
         if isinstance(episode, EpisodeFailure):
             failures.append(episode)
             continue
-        trajectory = _trajectory(episode, tokenizer, env_cls)
-        trajectory.env, trajectory.task = game, _task(rows[index // num_generations])
-        trajectories.append(trajectory)
+        row = rows[index // num_generations]
+        trajectories.append(_trajectory(episode, episode.states, tokenizer, game, row))
         groups.append(index // num_generations)
     return trajectories, groups, failures
 
 
-def _trajectory(episode: Played, tokenizer: Any, env_cls: type) -> Trajectory:
+def _trajectory(
+    episode: Episode, states: list[str], tokenizer: Any, game: str, row: Mapping[str, Any]
+) -> Trajectory:
+    """A played episode (a policy's or an endpoint's) as a trajectory of ``game`` from ``row``,
+    with token ids where a ``tokenizer`` is given (:func:`kit.masks.build`)."""
     messages = episode.messages
     if tokenizer is not None:
-        trajectory = build(tokenizer, messages, env_cls)
+        trajectory = build(tokenizer, messages, ENVS[game])
     else:
         trajectory = Trajectory(messages, [], [], [], tool_calls=tool_calls(messages))
-    trajectory.states = episode.states
+    trajectory.env, trajectory.states = game, states
+    trajectory.task = {k: v for k, v in row.items() if k != "prompt"}
     trajectory.done, trajectory.won = episode.env.done, episode.env.won
     trajectory.truncated = episode.truncated
     return trajectory
-
-
-def _task(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k != "prompt"}
 
 
 def _play_policy(
@@ -777,16 +777,7 @@ def _play_policy(
             policy = factory(env_cls, (seed * 1_000_003 + i) * 1_000 + j)
             episode = run_episode(env, row, _recording(policy, env, before), cap)
             states = (before + [env.transcript])[1:]
-            messages = episode.messages
-            if tokenizer is not None:
-                trajectory = build(tokenizer, messages, env_cls)
-            else:
-                trajectory = Trajectory(messages, [], [], [], tool_calls=tool_calls(messages))
-            trajectory.env, trajectory.states = game, states
-            trajectory.task = {k: v for k, v in row.items() if k != "prompt"}
-            trajectory.done, trajectory.won = env.done, env.won
-            trajectory.truncated = episode.truncated
-            trajectories.append(trajectory)
+            trajectories.append(_trajectory(episode, states, tokenizer, game, row))
     return trajectories
 
 

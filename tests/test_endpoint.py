@@ -24,12 +24,6 @@ from kit.tasks import TaskProvider
 GAMES = ("catch", "echo", "wordle", "sudoku")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _tasks(game: str, split: str = "train", count: int = 2) -> list[dict]:
     rows = [task.row() for task in TaskProvider(game, split, count, 0)]
     return [{k: v for k, v in row.items() if k != "prompt"} for row in rows]
