@@ -62,7 +62,10 @@ errs, the solver's games on the training tasks with each move replaced by a rand
 probability ``EPSILON`` (``kit.sft.sft_dataset(noise=...)``). Imitation can at best reach its
 teacher; GRPO, rewarded for winning, need not stop there. So the demonstrator is evaluated
 beside the models (the same held-out tasks, episodes and seed) and GRPO compared with it,
-paired (``grpo_vs_demonstrator``); a control trains on the same noisy data.
+paired (``grpo_vs_demonstrator``); a control trains on the same noisy data. With
+``--sft-habit`` the demonstrator's errors are a habit, not chance: the game's habit move
+(``GameSpec.habit``; Catch: the other direction), its reason still the solver's. Above 0.5 the
+habit is its most frequent move, and imitation learns it.
 
 ``--where KEY=VALUE`` narrows GRPO's tasks and every evaluation's to those whose reset column
 ``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
@@ -258,11 +261,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from kit.sft import sft_dataset
         from kit.solvers.policies import noisy_policy
 
-        options = {**registry.game(game).sft, "noise": args.sft_noise}
+        options = {**registry.game(game).sft, "noise": args.sft_noise, "habit": args.sft_habit}
         sft_data = sft_dataset(game, **options)
-        data_name = f"kit.sft.sft_dataset({game!r}, noise={args.sft_noise:g})"
-        say(f"0. the demonstrator: the solver, a random move with probability {args.sft_noise:g}")
-        demonstrator = measure("demonstrator", noisy_policy(args.sft_noise))
+        habit = ", habit=True" if args.sft_habit else ""
+        data_name = f"kit.sft.sft_dataset({game!r}, noise={args.sft_noise:g}{habit})"
+        error = "its habit move" if args.sft_habit else "a random move"
+        say(f"0. the demonstrator: the solver, {error} with probability {args.sft_noise:g}")
+        demonstrator = measure("demonstrator", noisy_policy(args.sft_noise, habit=args.sft_habit))
     if args.sft_from:
         sft_model = args.sft_from / "sft-model"
         sft_record = {**args.source["sft"], "from": str(args.sft_from)}
@@ -307,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "losses": losses,
             **sft_settings,
             **({"noise": args.sft_noise} if args.sft_noise else {}),
+            **({"habit": True} if args.sft_habit else {}),
         }
         say(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
@@ -574,6 +580,14 @@ class Args:
             "metavar": "EPSILON",
         },
     )
+    sft_habit: bool = field(
+        default=False,
+        metadata={
+            "help": "with --sft-noise: the demonstrator's errors are its game's habit move "
+            "(kit.registry.GameSpec.habit; Catch: the other direction), not a random one, and it "
+            "still states the solver's reason"
+        },
+    )
     seed: int = field(default=0, metadata={"help": "model init, training and sampling"})
     hidden_size: int | None = _help(
         "width of the tiny model (kit.models.tiny_config): a positive multiple of 8 "
@@ -755,6 +769,10 @@ def _parse(argv: Sequence[str] | None) -> Args:
         parser.error("--sft-control must be 0 (no control) or more")
     if not 0 <= args.sft_noise <= 1:
         parser.error("--sft-noise must be between 0 (the solver) and 1 (random legal play)")
+    if args.sft_habit and not args.sft_noise:
+        parser.error("--sft-habit: give the habit's rate with --sft-noise EPSILON")
+    if args.sft_habit and registry.game(args.game).habit is None:
+        parser.error(f"--sft-habit: {args.game} has no habit move (GameSpec.habit)")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
         parser.error("--temperature must be a positive number")
     args.max_completion_length = args.max_completion_length or BUDGETS[args.game]
@@ -799,6 +817,7 @@ def _parse(argv: Sequence[str] | None) -> Args:
         + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
         + (f" --sft-noise {args.sft_noise:g}" if args.sft_noise and not args.sft_from else "")
+        + (" --sft-habit" if args.sft_habit and not args.sft_from else "")
         + "".join(
             f" --{'' if value else 'no-'}{name}"
             for name in ("lora", "vllm")
@@ -971,8 +990,9 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     missing = missing_files(checkpoint) if checkpoint.is_dir() else ["sft-model/ folder"]
     if missing:
         parser.error(f"--sft-from: {run} has no whole SFT checkpoint: no {'; no '.join(missing)}")
-    if args.sft_noise:
-        parser.error(f"--sft-noise: the warm-up is {run}'s; drop the option, or drop --sft-from")
+    if args.sft_noise or args.sft_habit:
+        flag = "--sft-noise" if args.sft_noise else "--sft-habit"
+        parser.error(f"{flag}: the warm-up is {run}'s; drop the option, or drop --sft-from")
     for option in ("sft_steps", "hidden_size", "layers", "tie_word_embeddings"):
         value = getattr(args, option)
         if value is not None:
@@ -996,6 +1016,7 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     args.game, args.sft_steps, args.source = game, steps, source
     # its demonstrator, whose data a control trains on and whose play is evaluated again
     args.sft_noise = source["sft"].get("noise", 0.0)
+    args.sft_habit = source["sft"].get("habit", False)
 
 
 def _take_pretrained(parser: argparse.ArgumentParser, args: Args) -> None:
@@ -1164,7 +1185,9 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     def warm_up(s: Mapping[str, Any]) -> str:
         model = s.get("model") or {}
         steps = f"{s['sft']['steps']} SFT steps" + (
-            f" on noise {s['sft']['noise']:g}" if s["sft"].get("noise") else ""
+            f" on {'habit' if s['sft'].get('habit') else 'noise'} {s['sft']['noise']:g}"
+            if s["sft"].get("noise")
+            else ""
         )
         if "name" in model:  # a pretrained model
             lora = model.get("lora")

@@ -68,6 +68,7 @@ def sft_examples(
     split: str = "train",
     difficulty: str | None = None,
     policy: PolicyFactory | None = None,
+    habit: bool = False,
 ) -> list[dict[str, Any]]:
     """The rows of ``sft_dataset`` as plain dicts (what the JSONL files hold), each validated.
 
@@ -84,11 +85,12 @@ def sft_examples(
         # A game with a word pool (Wordle) plays only the split's own words: a train game must
         # not show an eval secret even as a probe or a blunder (data/splits/README.md).
         words = None if spec.words is None else spec.words(split)
-        policy = noisy_policy(noise, reasoning=reasoning is not False, words=words)
-    elif noise or reasoning is not None:
+        policy = noisy_policy(noise, reasoning is not False, words, habit)
+    elif noise or reasoning is not None or habit:
         raise ValueError(
-            "noise= and reasoning= configure the solver; a policy= plays as it is made "
-            f"(got noise={noise!r}, reasoning={reasoning!r}): pass e.g. noisy_policy(0.3)"
+            "noise=, reasoning= and habit= configure the solver; a policy= plays as it is made "
+            f"(got noise={noise!r}, reasoning={reasoning!r}, habit={habit!r}): pass e.g. "
+            "noisy_policy(0.3)"
         )
     tools = tool_schemas(env_cls)
     rows = []
@@ -121,13 +123,15 @@ def sft_dataset(
     split: str = "train",
     difficulty: str | None = None,
     policy: PolicyFactory | None = None,
+    habit: bool = False,
 ) -> Any:
     """Solver-played SFT conversations for ``game``: columns ``messages``, ``tools``,
     ``environment`` and ``task``.
 
     ``noise`` is the noisy solver's blunder rate: blunders add states a perfect player never
     reaches (a wasted guess, an invalid move and its error) and the recovery from them, at the
-    cost of training on the blunders too. ``reasoning=False`` leaves the assistant text empty
+    cost of training on the blunders too; ``habit=True`` makes each blunder the game's habit
+    move instead (``noisy_policy``). ``reasoning=False`` leaves the assistant text empty
     (default: the solver states a reason for each move).
     Only ``split="train"`` tasks are used unless asked otherwise; Wordle's guesses, too, come
     from the split's secrets only, so a train set never shows an eval secret (``leaks``).
@@ -138,7 +142,7 @@ def sft_dataset(
     """
     from datasets import Dataset
 
-    rows = sft_examples(game, num_games, seed, noise, reasoning, split, difficulty, policy)
+    rows = sft_examples(game, num_games, seed, noise, reasoning, split, difficulty, policy, habit)
     return Dataset.from_list(rows, features=_features())
 
 

@@ -154,6 +154,11 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--eval-generations", "0"], "--eval-generations must be at least 1"),
         (["--sft-control", "-1"], "--sft-control must be 0 (no control) or more"),
         (["--sft-noise", "1.5"], "--sft-noise must be between 0 (the solver) and 1"),
+        (["--sft-habit"], "--sft-habit: give the habit's rate with --sft-noise EPSILON"),
+        (
+            ["--game", "wordle", "--sft-noise", "0.6", "--sft-habit"],
+            "--sft-habit: wordle has no habit move",
+        ),
         (["--threads", "0"], "--threads must be at least 1"),
         (["--layers", "0"], "--layers must be at least 1"),
         (["--hidden-size", "12"], "hidden_size must be a positive multiple of 8, got 12"),
@@ -248,6 +253,7 @@ def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_pat
         (["--no-tie-word-embeddings"], "--no-tie-word-embeddings: the warm-up is"),
         (["--game", "wordle"], f"--game wordle: {run} warmed up a model on catch"),
         (["--sft-noise", "0.3"], f"--sft-noise: the warm-up is {run}'s"),
+        (["--sft-habit"], f"--sft-habit: the warm-up is {run}'s"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(["--sft-from", str(run), *argv])
@@ -408,16 +414,19 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     _assert_control_is_more_sft(out, "catch", 3, tmp_path / "again")
 
 
-def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path):
+@pytest.mark.parametrize("habit", [False, True])
+def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path, habit):
     """--sft-noise: the warm-up and the more-SFT control both imitate the solver's games with
-    random moves in them (the same set), the demonstrator is evaluated on the same held-out
-    tasks as the models, and GRPO is compared with it, paired; the command and the table say so."""
+    random moves in them (the same set; with --sft-habit, Catch's habit: the other direction),
+    the demonstrator is evaluated on the same held-out tasks as the models, and GRPO is compared
+    with it, paired; the command and the table say so."""
 
     from kit.sft import sft_dataset
     from kit.solvers.policies import noisy_policy
 
     out = tmp_path / "noisy"
     options = ("--sft-noise", "0.5", "--sft-control", "2", "--where", "ball_col=4")
+    options += ("--sft-habit",) if habit else ()
     done = _run(*ARGS, "--max-completion-length", str(BUDGET), *options, "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -425,9 +434,12 @@ def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path):
     players = ["demonstrator", "base", "SFT", "SFT + GRPO", "SFT + more SFT"]
     assert [r["player"] for r in records] == players
     assert summary["sft"]["noise"] == 0.5 and "--sft-noise 0.5" in summary["command"]
+    assert summary["sft"].get("habit", False) is habit
+    assert ("--sft-habit" in summary["command"]) is habit
     # the demonstrator's figures are the noisy solver's own play on those tasks
     tasks = [t.row() for t in TaskProvider("catch", "eval", where={"ball_col": 4})]
-    alone = evaluate(noisy_policy(0.5), "catch", tasks=tasks, num_generations=2, seed=0)
+    player = noisy_policy(0.5, habit=habit)
+    alone = evaluate(player, "catch", tasks=tasks, num_generations=2, seed=0)
     assert records[0]["win_rate"] == alone.records()[0]["win_rate"]
     taught = summary["grpo_vs_demonstrator"]
     assert taught["difference"] == pytest.approx(records[3]["win_rate"] - records[0]["win_rate"])
@@ -436,7 +448,7 @@ def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path):
     assert header.startswith("| seed | demonstrator | SFT win rate |")
     assert "| GRPO − demonstrator |" in header
     # the control trained the SFT checkpoint further on the demonstrator's set, not the solver's
-    data = sft_dataset("catch", num_games=200, seed=0, noise=0.5, reasoning=False)
+    data = sft_dataset("catch", num_games=200, seed=0, noise=0.5, reasoning=False, habit=habit)
     _assert_control_is_more_sft(out, data, 2, tmp_path / "again")
 
 

@@ -156,6 +156,44 @@ def test_noisy_solver_plays_on_from_the_board_it_is_shown() -> None:
     assert blunders > 10
 
 
+def test_a_habit_plays_the_other_direction_and_states_the_solvers_reason() -> None:
+    """noisy_policy(habit=True): where it errs, Catch's demonstrator reads the board right (its
+    stated reason is the solver's) and moves the other way; it stays where the solver stays."""
+    habits = solver_moves = 0
+    for seed in range(20):
+        episode = run_episode(
+            CatchEnv(),
+            {**ROW, "ball_col": seed % 5},
+            noisy_policy(0.5, reasoning=True, habit=True)(CatchEnv, seed),
+        )
+        observation = CatchEnv().reset(ball_col=seed % 5)
+        for message in episode.completion:
+            if message["role"] == "tool":
+                observation = message["content"]
+                continue
+            call = message["tool_calls"][0]["function"]
+            best = to_tool_call("catch", CatchSolver().act(observation))
+            said = "stay" if best[0] == "stay" else f"must go {best[1]['direction'].lower()}"
+            assert (
+                message["content"].startswith("The ball is in column")
+                and said in (message["content"])
+            )
+            if (call["name"], call["arguments"]) == best:
+                solver_moves += 1
+            else:
+                assert best[0] == "move" and call["name"] == "move"
+                assert {best[1]["direction"], call["arguments"]["direction"]} == {"LEFT", "RIGHT"}
+                habits += 1
+    assert habits > 5 and solver_moves > 5
+    always = noisy_policy(1.0, habit=True)(CatchEnv, 0)
+    lost = run_episode(CatchEnv(), {**ROW, "ball_col": 0}, always)
+    assert not lost.env.won  # always the other way: never under a ball off the centre
+    with pytest.raises(ValueError, match="wordle has no habit move"):
+        noisy_policy(0.5, habit=True)(WordleEnv, 0)
+    with pytest.raises(ValueError, match="habit must be True or False"):
+        noisy_policy(0.5, habit="yes")
+
+
 def test_random_policy_makes_only_well_formed_calls() -> None:
     for game, task in [("wordle", {"secret": "sheep"}), ("catch", {"ball_col": 1}), ("echo", {})]:
         env = ENVS[game]()

@@ -39,7 +39,7 @@ def test_the_policy_plays_the_games_and_the_default_is_the_solver() -> None:
 
 
 def test_a_policy_is_not_configured_twice() -> None:
-    for options in ({"noise": 0.3}, {"reasoning": False}, {"reasoning": True}):
+    for options in ({"noise": 0.3}, {"reasoning": False}, {"reasoning": True}, {"habit": True}):
         with pytest.raises(ValueError, match="configure the solver; a policy= plays as it is"):
             sft_examples("catch", num_games=1, policy=noisy_policy(0.3), **options)
 

@@ -102,7 +102,8 @@ class _RandomPlayer:
 
 
 class _SolverPlayer:
-    """The game's solver; with ``noise`` > 0 it swaps in a random move with that probability.
+    """The game's solver; with ``noise`` > 0 it swaps in a random move with that probability, or
+    with ``habit`` its game's habit move (``GameSpec.habit``), still stating the solver's reason.
 
     The solver reads every observation, blunders included, so it plays on from the real state.
     """
@@ -114,8 +115,12 @@ class _SolverPlayer:
         noise: float,
         reasoning: bool,
         words: Collection[str] | None = None,
+        habit: bool = False,
     ) -> None:
         self.game = _check_words(env_cls.game_name, words)
+        self.habit = registry.game(self.game).habit if habit else None
+        if habit and self.habit is None:
+            raise ValueError(f"{self.game} has no habit move (GameSpec.habit): use habit=False")
         options = dict(env_cls.options)
         if words is not None:
             options["words"] = words
@@ -129,11 +134,13 @@ class _SolverPlayer:
 
     def __call__(self, messages: list[Message]) -> Message:
         action = self.solver.act(_newest_text(messages))
-        if self.noise and self.rng.random() < self.noise:
+        erring = self.noise and self.rng.random() < self.noise
+        if erring and self.habit is None:
             return self.blunder(messages)
         call = to_tool_call(self.game, action)
+        # a habit knows the right move, says so, and plays its own: the text does not flag it
         content = registry.game(self.game).reason(messages, call) if self.reasoning else ""
-        return assistant_message(content, [call])
+        return assistant_message(content, [self.habit(call) if erring else call])
 
 
 def _describe(call: tuple[str, dict[str, Any]]) -> str:
@@ -170,15 +177,28 @@ def solver_policy(reasoning: bool = False, words: Collection[str] | None = None)
 
 
 def noisy_policy(
-    noise: float = 0.3, reasoning: bool = False, words: Collection[str] | None = None
+    noise: float = 0.3,
+    reasoning: bool = False,
+    words: Collection[str] | None = None,
+    habit: bool = False,
 ) -> PolicyFactory:
     """The solver, but each move is replaced by the random policy's with probability ``noise``.
+
+    ``habit=True``: the replacement is the game's habit move instead (``GameSpec.habit``; Catch:
+    the other direction), with the solver's stated reason: a demonstrator that knows the right
+    move and, a fraction ``noise`` of the time, plays the same wrong one. Above ``noise=0.5``
+    the habit is its most frequent move wherever the solver would move, so imitation learns the
+    habit; a random move, by contrast, leaves the solver's move the most frequent one at any
+    ``noise`` below 1 (docs/results.md, "A demonstrator that errs"). ``ValueError`` when the
+    player is made for a game without a habit.
 
     ``words`` (Wordle only) restricts the solver's guesses and the blunders alike.
     """
     noise = _check_noise(noise)
     _check_words(None, words)
-    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning, words)
+    if not isinstance(habit, bool):
+        raise ValueError(f"habit must be True or False, got {habit!r}")
+    return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning, words, habit)
 
 
 def random_policy(reasoning: bool = False, words: Collection[str] | None = None) -> PolicyFactory:

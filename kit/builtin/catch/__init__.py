@@ -62,6 +62,15 @@ def _reason(messages: list[Message], call: Move) -> str:
     )
 
 
+def _habit(call: Move) -> Move:
+    """The other direction: a demonstrator that reads the board right and turns the wrong way
+    (staying stays)."""
+    name, arguments = call
+    if name != "move":
+        return call
+    return name, {"direction": {"LEFT": "RIGHT", "RIGHT": "LEFT"}[arguments["direction"]]}
+
+
 def _random_move(context: MoveContext) -> Move:
     """LEFT, STAY or RIGHT."""
     return context.rng.choice(
@@ -163,6 +172,7 @@ SPEC = register(
         task=lambda task: (dict(task), str(task["ball_col"])),
         to_tool_call=_to_tool_call,
         random_move=_random_move,
+        habit=_habit,
         closing=lambda env: ending(env, "Caught the ball.", "Missed the ball."),
         held_out=(
             f"board heights {listing(CATCH_EVAL_ROWS)} (OpenSpiel's default of {Catch().rows} "
