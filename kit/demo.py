@@ -54,8 +54,9 @@ slowest evaluation there is). On a CPU the cost is generation: a rollout re-read
 context every turn, so ``--grpo-where rows=[5,6,7]`` trains on Catch's shortest boards, while the
 evaluations keep every held-out board. The summary adds the peak memory and
 ``kit.masks.rebuild_report``: ``kit.masks.build`` against every rollout GRPO trained on, on this
-tokenizer. ``--evaluate RUN`` plays a run's two checkpoints again, at more episodes per task and
-a seed the run never used, and compares them (``RUN/evaluation-seed<S>-<N>-per-task.json``).
+tokenizer. ``--evaluate RUN`` plays a run's checkpoints (and its control and demonstrator) again,
+at more episodes per task and a seed the run never used, and compares them as the run did
+(``RUN/evaluation-seed<S>-<N>-per-task.json``).
 
 ``--sft-noise EPSILON`` asks where GRPO beats imitation: the warm-up imitates a demonstrator that
 errs, the solver's games on the training tasks with each move replaced by a random legal one with
@@ -414,13 +415,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if demonstrator is not None:
         taught = compare(demonstrator, after, game, "win_rate", seed)
 
-    # Where the change came from, where the game names a column to split by (kit.evaluate.by_task)
-    column = registry.game(game).breakdown
-    breakdown = None
-    if column:
-        trained = [e for e in evaluations if e is not base]
-        rows = by_task(trained, game, "win_rate", by=column).to_dict("records")
-        breakdown = {"metric": "win_rate", "column": column, "rows": rows}
+    breakdown = _breakdown([e for e in evaluations if e is not base], game)
 
     from kit.viz import save_html
 
@@ -648,8 +643,9 @@ class Args:
     )
     trackio_space_id: str | None = _help("also sync trackio to this Hugging Face Space")
     evaluate: Path | None = _help(
-        "train nothing: evaluate RUN's SFT and GRPO checkpoints again, as RUN did, at "
-        "--eval-generations episodes per task and a --seed RUN never used, and compare them",
+        "train nothing: evaluate RUN's SFT and GRPO checkpoints (and its control and "
+        "demonstrator, if it had them) again, as RUN did, at --eval-generations episodes per "
+        "task and a --seed RUN never used, and compare them",
         metavar="RUN",
     )
     table: list[Path] = field(
@@ -857,8 +853,29 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
+def _breakdown(evaluations: Sequence[Evaluation], game: str) -> dict[str, Any] | None:
+    """Where the change came from: each evaluation's win rate per value of the column the game
+    names to split by (``GameSpec.breakdown``, kit.evaluate.by_task); None for a game without."""
+    column = registry.game(game).breakdown
+    if not column:
+        return None
+    rows = by_task(evaluations, game, "win_rate", by=column).to_dict("records")
+    return {"metric": "win_rate", "column": column, "rows": rows}
+
+
+def _print_breakdown(breakdown: dict[str, Any] | None, names: Sequence[str]) -> None:
+    if not breakdown:
+        return
+    column, rows = breakdown["column"], breakdown["rows"]
+    print(f"\nWin rate by {column}, the same held-out episodes:")
+    print(f"  {column:<10}{'episodes':>9}" + "".join(f"{name:>16}" for name in names))
+    for row in rows:
+        cells = "".join(f"{row[name]:>16.2f}" for name in names)
+        print(f"  {row[column]!s:<10}{row['episodes']:>9}{cells}")
+
+
 def _check_reevaluation(parser: argparse.ArgumentParser, args: Args) -> None:
-    """``--evaluate RUN``: a finished run with both checkpoints, a seed it did not use, and no
+    """``--evaluate RUN``: a finished run with its checkpoints, a seed it did not use, and no
     other option (the evaluation is RUN's own: its game, tasks, budget and sampling)."""
     from kit.models import missing_files
 
@@ -880,7 +897,7 @@ def _check_reevaluation(parser: argparse.ArgumentParser, args: Args) -> None:
         used = summary["seed"]
     except (OSError, ValueError, KeyError, TypeError):
         parser.error(f"--evaluate: {run} is not a finished kit.demo run (no readable summary.json)")
-    for name in ("sft", "grpo"):
+    for name in ("sft", "grpo") + (("sft-control",) if summary.get("sft_control") else ()):
         missing = missing_files(run / f"{name}-model")
         if missing:
             parser.error(f"--evaluate: {run}/{name}-model is not whole: no {'; no '.join(missing)}")
@@ -904,7 +921,9 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     """RUN's SFT and GRPO checkpoints evaluated again, one after the other, as RUN evaluated
     them (its game, held-out tasks, budget, sampling and, for a pretrained model, its precision
     and chat template), with ``generations`` episodes per task sampled from ``seed``; GRPO
-    compared with SFT, paired. Written to ``RUN/evaluation-seed<seed>-<n>-per-task.json``.
+    compared with SFT, paired. A run with a control (``--sft-control``) has its control played
+    and compared too, and one warmed up on a demonstrator (``--sft-noise``) its demonstrator,
+    as the run did. Written to ``RUN/evaluation-seed<seed>-<n>-per-task.json``.
 
     Why: a run's own evaluation is one draw. The same checkpoints played anew, more often, with
     sampling no figure of the run came from, tell whether its difference was the models' or
@@ -921,10 +940,18 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     tasks = [t.row() for t in TaskProvider(game, "eval", where=where)] if where else None
     dtype = model.get("dtype", "float32")  # a tiny model's summary names none: fp32
     print(f"kit.demo --evaluate {run}: {game}, {generations} episodes per task, seed {seed}")
-    players = {
-        name: (lambda folder=run / folder: load(folder, dtype=dtype))
-        for name, folder in (("SFT", "sft-model"), ("SFT + GRPO", "grpo-model"))
-    }
+    players: dict[str, Any] = {}
+    noise = summary["sft"].get("noise")
+    if noise:  # the teacher plays the same new episodes, as in the run: a policy, no tokenizer
+        from kit.solvers.policies import noisy_policy
+
+        habit = summary["sft"].get("habit", False)
+        players["demonstrator"] = lambda: (noisy_policy(noise, habit=habit), None)
+    folders = [("SFT", "sft-model"), ("SFT + GRPO", "grpo-model")]
+    if summary.get("sft_control"):
+        folders.append(("SFT + more SFT", "sft-control-model"))
+    for name, folder in folders:
+        players[name] = lambda folder=run / folder: load(folder, dtype=dtype)
     evaluations = evaluate_in_turn(
         players,
         game,
@@ -939,8 +966,20 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
         # the turn cap the run's GRPO and evaluations sampled with, if it had one
         generation_kwargs=summary.get("generation_kwargs"),
     )
-    sft, after = evaluations
+    played = dict(zip(players, evaluations, strict=True))
+    sft, after = played["SFT"], played["SFT + GRPO"]
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
+    # the run's other comparisons, under the summary's keys: (label, key, first, second)
+    others = [
+        (label, key, played[first], played[second])
+        for label, key, first, second in (
+            ("more SFT against SFT", "more_sft_vs_sft", "SFT", "SFT + more SFT"),
+            ("GRPO against more SFT", "grpo_vs_more_sft", "SFT + more SFT", "SFT + GRPO"),
+            ("GRPO against its demonstrator", "grpo_vs_demonstrator", "demonstrator", "SFT + GRPO"),
+        )
+        if first in played and second in played
+    ]
+    compared = {key: compare(a, b, game, "win_rate", seed) for _, key, a, b in others}
     record = {
         "run": str(run),
         "command": f"python -m kit.demo --evaluate {run} --eval-generations {generations} "
@@ -949,6 +988,8 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
         "eval_generations": generations,
         "evaluation": [r for e in evaluations for r in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
+        **{key: _comparison_record(c) for key, c in compared.items()},
+        "breakdown": _breakdown(evaluations, game),
         "run_grpo_vs_sft": summary["grpo_vs_sft"],
         "seconds": time.perf_counter() - started,
         "peak_rss_gb": peak_rss_gb(),
@@ -961,6 +1002,9 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     print("\nGRPO against its SFT starting point, played anew:")
     for comparison in comparisons:
         print(f"  {comparison}")
+    for label, key, _, _ in others:
+        print(f"{label}, played anew:\n  {compared[key]}")
+    _print_breakdown(record["breakdown"], list(players))
     (run_win,) = [c for c in summary["grpo_vs_sft"] if c["metric"] == "win_rate"]
     print(
         f"the run's own: win rate difference {run_win['difference']:+.2f} "
@@ -1300,14 +1344,7 @@ def _report(
             print(f"  {label}: {comparison}")
     if taught is not None:
         print(f"\nGRPO against the demonstrator it was warmed up on:\n  {taught}")
-    if summary["breakdown"]:
-        column, rows = summary["breakdown"]["column"], summary["breakdown"]["rows"]
-        names = [e.name for e in evaluations if e.name != "base"]
-        print(f"\nWin rate by {column}, the same held-out episodes:")
-        print(f"  {column:<10}{'episodes':>9}" + "".join(f"{name:>16}" for name in names))
-        for row in rows:
-            cells = "".join(f"{row[name]:>16.2f}" for name in names)
-            print(f"  {row[column]!s:<10}{row['episodes']:>9}{cells}")
+    _print_breakdown(summary["breakdown"], [e.name for e in evaluations if e.name != "base"])
     print(
         f"\nSFT    {sft['steps']} steps, batch {sft['per_device_train_batch_size']}, "
         f"lr {sft['learning_rate']:g}: loss {sft['losses'][0]['loss']:.3f} (step "

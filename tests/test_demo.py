@@ -450,6 +450,23 @@ def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path, habit
     # the control trained the SFT checkpoint further on the demonstrator's set, not the solver's
     data = sft_dataset("catch", num_games=200, seed=0, noise=0.5, reasoning=False, habit=habit)
     _assert_control_is_more_sft(out, data, 2, tmp_path / "again")
+    # --evaluate plays the demonstrator and the control anew too, and compares them as the run did
+    again = main(["--evaluate", str(out), "--eval-generations", "2", "--seed", "5"])
+    rates = {r["player"]: r["win_rate"] for r in again["evaluation"]}
+    assert list(rates) == ["demonstrator", "SFT", "SFT + GRPO", "SFT + more SFT"]
+    fresh = evaluate(player, "catch", tasks=tasks, num_generations=2, seed=5)
+    assert rates["demonstrator"] == fresh.records()[0]["win_rate"]
+    model, tokenizer = load(out / "sft-control-model")
+    fresh = evaluate(model, "catch", tokenizer, tasks=tasks, num_generations=2, greedy=False,
+                     temperature=0.5, seed=5, max_completion_length=BUDGET)  # fmt: skip
+    assert rates["SFT + more SFT"] == pytest.approx(fresh.records()[0]["win_rate"])
+    for key, first, second in (
+        ("more_sft_vs_sft", "SFT", "SFT + more SFT"),
+        ("grpo_vs_more_sft", "SFT + more SFT", "SFT + GRPO"),
+        ("grpo_vs_demonstrator", "demonstrator", "SFT + GRPO"),
+    ):
+        assert again[key]["difference"] == pytest.approx(rates[second] - rates[first]), key
+    assert [row["ball_col"] for row in again["breakdown"]["rows"]] == [4]
 
 
 def test_the_table_of_runs_reads_their_summaries(demo, tmp_path, capsys):
