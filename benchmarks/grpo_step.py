@@ -3,6 +3,7 @@
     python benchmarks/grpo_step.py                              # the runbook's tiny model on Catch
     python benchmarks/grpo_step.py --model smollm2 --sft-steps 20 --steps 3
     python benchmarks/grpo_step.py --sft-from runs/demo/RUN --grpo num_generations=4
+    python benchmarks/grpo_step.py --trl-scoring                # the loss scored as TRL lays it out
 
 Why: on a CPU a GRPO step of a tool-calling game is mostly generation, and inside generation
 TRL's transformers path re-reads an episode's whole context every turn. Before changing the
@@ -20,8 +21,9 @@ exclusive seconds and share of the timed steps:
   (``_tool_call_loop`` less what it calls);
 * rewards (``_calculate_rewards``); log-probs without gradient (the old policy's and the
   reference's, ``_get_per_token_logps_and_entropies`` under ``no_grad``); the rest of scoring;
-* the loss's forward pass (the same method with gradient), the backward pass and the rest of
-  ``training_step``, the optimizer step (between the trainer's optimizer callbacks);
+* the loss's forward pass (the same method with gradient, or the kit's,
+  ``kit.train.score_by_length``, which ``--trl-scoring`` leaves out), the backward pass and the
+  rest of ``training_step``, the optimizer step (between the trainer's optimizer callbacks);
 * the kit's capture (``Capture._trajectories``), and whatever of the step is none of these.
 
 The first step is untimed (its first calls pay for lazy imports and allocator growth). No time
@@ -146,6 +148,23 @@ def timed(phases: Phases) -> Iterator[None]:
 
     GRPOTrainer._generate_single_turn = trl_turn
     _TransformersGenerate.__call__ = kit_turn
+    # The kit's scoring (kit.train.score_by_length, which kit.train.grpo installs on the trainer
+    # it builds) is timed as TRL's is: the loss's forward pass, or log-probs without gradient.
+    import kit.train
+
+    original_score = kit.train.score_by_length
+    restore.append((kit.train, "score_by_length", original_score))
+
+    def score_by_length(trainer: Any, *args: Any, **kwargs: Any) -> None:
+        original_score(trainer, *args, **kwargs)
+        kit_score = trainer._get_per_token_logps_and_entropies
+
+        def timed_score(*a: Any, **k: Any) -> Any:
+            return phases.time(logps(), lambda: kit_score(*a, **k))
+
+        trainer._get_per_token_logps_and_entropies = timed_score
+
+    kit.train.score_by_length = score_by_length
     try:
         yield
     finally:
@@ -235,6 +254,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         metavar="KEY=VALUE",
         help="GRPO plays only these tasks, as kit.demo --grpo-where",
     )
+    parser.add_argument(
+        "--trl-scoring",
+        action="store_true",
+        help="score rollouts as TRL does, without kit.train.score_by_length (the before)",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/grpo-step"))
@@ -282,6 +306,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     Trainer.__init__ = with_clock
     try:
         with timed(phases):
+            if args.trl_scoring:
+                import kit.train
+
+                kit.train.score_by_length = lambda trainer: None
             grpo(
                 model,
                 tokenizer,

@@ -165,6 +165,21 @@ def test_the_grpo_step_benchmark_splits_a_step_into_phases(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_scoring_benchmark_scores_a_real_batch_each_way(tmp_path):
+    """One GRPO step's batch of a barely warmed-up tiny model, scored by TRL's method and the
+    kit's at two pass sizes: each contender is reported as a ratio to TRL's."""
+    out = _run(
+        "benchmarks/scoring.py", "--sft-steps", "1", "--steps", "1", "--rounds", "1",
+        "--rows", "4", "2", "--threads", "1", "--out", str(tmp_path),
+        "--grpo", "per_device_train_batch_size=4", "num_generations=2", "max_completion_length=16",
+    )  # fmt: skip
+    assert "1 batches of 4 rollouts" in out
+    ratios = dict(re.findall(r"^(TRL|kit, \d a pass) +[\d.]+ s +([\d.]+)x TRL's$", out, re.M))
+    assert set(ratios) == {"TRL", "kit, 4 a pass", "kit, 2 a pass"}
+    assert float(ratios["TRL"]) == 1.0
+
+
+@pytest.mark.slow
 def test_the_endpoint_benchmark_times_both_paths_on_one_model():
     """One round of the tiny model (a few SFT steps) in-process and behind transformers serve:
     both contenders play, and the ratio is reported."""

@@ -1,0 +1,121 @@
+"""``kit.train.score_by_length``: a GRPO trainer's rollouts scored in passes of similar length,
+right-padded and without a mask, give TRL's log-probs, entropies and gradients, and read fewer
+positions.
+
+Compared against TRL's own ``GRPOTrainer._get_per_token_logps_and_entropies`` on the same
+trainer (the tiny model in fp32, TRL's fused LM head at the recipe's temperature), on a batch laid
+out as TRL lays one out: prompts padded on the left, completions on the right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+import torch  # noqa: E402
+
+from kit.models import tiny_model  # noqa: E402
+from kit.train import score_by_length  # noqa: E402
+
+PROMPTS = (9, 3, 12, 7, 5, 12, 8, 4, 10)
+COMPLETIONS = (6, 14, 2, 9, 11, 1, 14, 5, 7)
+
+
+def trainer(tmp_path: Any) -> Any:
+    """A real GRPO trainer of the runbook's recipe on Catch, untrained."""
+    from trl import GRPOTrainer
+
+    from kit.envs import ENVS
+    from kit.rewards import default_reward
+    from kit.tasks import task_dataset
+    from kit.train import grpo_args
+
+    model, tokenizer = tiny_model()
+    args = grpo_args(
+        "catch", 1, 0, tmp_path, per_device_train_batch_size=8, num_generations=4, report_to=[]
+    )
+    return GRPOTrainer(
+        model=model,
+        args=args,
+        reward_funcs=default_reward("catch"),
+        train_dataset=task_dataset("catch", "train", num_tasks=2, seed=0),
+        processing_class=tokenizer,
+        environment_factory=ENVS["catch"],
+    )
+
+
+def batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(input_ids, attention_mask, logits_to_keep)``: prompts of PROMPTS tokens padded on the
+    left, completions of COMPLETIONS tokens padded on the right, pad id 1 everywhere padded."""
+    g = torch.Generator().manual_seed(seed)
+    p, c = max(PROMPTS), max(COMPLETIONS)
+    ids = torch.randint(10, 1000, (len(PROMPTS), p + c), generator=g)
+    mask = torch.zeros_like(ids)
+    for row, (prompt, completion) in enumerate(zip(PROMPTS, COMPLETIONS, strict=True)):
+        mask[row, p - prompt : p + completion] = 1
+    return ids.masked_fill(mask == 0, 1), mask, c
+
+
+def scored(score: Any, model: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any, list[Any]]:
+    """Log-probs, entropies and the gradient of a loss over both, from a scoring method."""
+    model.zero_grad()
+    logps, entropies, _ = score(model, *args, compute_entropy=True, **kwargs)
+    (logps.sum() + 0.1 * entropies.sum()).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    return logps.detach(), entropies.detach(), grads
+
+
+def positions_read(model: Any) -> list[int]:
+    read = [0]
+    model.model.register_forward_pre_hook(
+        lambda _m, _a, kw: read.__setitem__(0, read[0] + kw["input_ids"].numel()),
+        with_kwargs=True,
+    )
+    return read
+
+
+@pytest.mark.parametrize("rows, batch_size", [(8, None), (4, None), (3, 2), (32, None)])
+def test_scoring_by_length_is_trls_scoring_with_fewer_positions(tmp_path, rows, batch_size):
+    t = trainer(tmp_path)
+    model = t.model
+    ids, mask, keep = batch()
+    trl = scored(type(t)._get_per_token_logps_and_entropies.__get__(t), model, ids, mask, keep)
+    read = positions_read(model)
+    score_by_length(t, rows=rows)
+    kit = scored(t._get_per_token_logps_and_entropies, model, ids, mask, keep, batch_size)
+    completion = mask[:, -keep:].bool()
+    for ours, theirs in zip(kit[:2], trl[:2], strict=True):
+        assert ours.shape == theirs.shape == completion.shape
+        torch.testing.assert_close(ours[completion], theirs[completion], atol=2e-5, rtol=1e-5)
+        assert torch.equal(ours[~completion], theirs[~completion])  # zeros where TRL has them
+        assert ours[completion].abs().sum() > 0
+    for ours, theirs in zip(kit[2], trl[2], strict=True):  # to float rounding, at each's scale
+        torch.testing.assert_close(ours, theirs, atol=1e-4 * float(theirs.abs().max()), rtol=0)
+    # each pass runs to its own longest row: fewer positions than the batch's padded width
+    assert read[0] <= sum(PROMPTS) + sum(COMPLETIONS) + (len(PROMPTS) - 1) * 20
+    assert read[0] < ids.numel()
+
+
+def test_a_mask_with_holes_or_images_goes_to_trls_own_scoring(tmp_path):
+    t = trainer(tmp_path)
+    model = t.model
+    ids, mask, keep = batch()
+    mask[1, -keep + 5] = 0  # a hole inside row 1's completion: not one run of tokens
+    trl_score = type(t)._get_per_token_logps_and_entropies.__get__(t)
+    trl = scored(trl_score, model, ids, mask, keep)
+    read = positions_read(model)
+    score_by_length(t)
+    kit = scored(t._get_per_token_logps_and_entropies, model, ids, mask, keep)
+    assert read[0] == ids.numel()  # one pass over the whole padded batch: TRL's
+    for ours, theirs in zip(kit[:2], trl[:2], strict=True):
+        assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("rows", [0, -1, 2.0, True])
+def test_score_by_length_refuses_a_bad_pass_size(tmp_path, rows):
+    with pytest.raises(ValueError, match="rows must be a positive integer"):
+        score_by_length(object(), rows=rows)
