@@ -253,7 +253,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return result
 
     base: Evaluation | None = None
-    demonstrator: Evaluation | None = None
     sft_settings = dict(SFT) if r is None else dict(r.sft)
     # the warm-up's data: the shipped solver set, or the noisy demonstrator's games on its tasks
     sft_data: Any = game
@@ -268,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         data_name = f"kit.sft.sft_dataset({game!r}, noise={args.sft_noise:g}{habit})"
         error = "its habit move" if args.sft_habit else "a random move"
         say(f"0. the demonstrator: the solver, {error} with probability {args.sft_noise:g}")
-        demonstrator = measure("demonstrator", noisy_policy(args.sft_noise, habit=args.sft_habit))
+        measure("demonstrator", noisy_policy(args.sft_noise, habit=args.sft_habit))
     if args.sft_from:
         sft_model = args.sft_from / "sft-model"
         sft_record = {**args.source["sft"], "from": str(args.sft_from)}
@@ -389,31 +388,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if main_process:
             save(more, tokenizer, out / "sft-control-model")
         say(f"   {seconds['SFT control']:.0f} s; checkpoint {out / 'sft-control-model'}\n")
-        longer = measure("SFT + more SFT", more)
+        measure("SFT + more SFT", more)
     if not main_process:  # the main process evaluates and reports; the others are done
         return _finished(state, {})
 
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
+    paired = _paired({e.name: e for e in evaluations}, game, seed)
     if args.sft_control:
-        control_comparisons = [
-            ("more SFT against SFT", compare(sft, longer, game, "win_rate", seed)),
-            ("GRPO against more SFT", compare(longer, after, game, "win_rate", seed)),
-        ]
+        control_comparisons = [(label, c) for label, key, c in paired if key in CONTROL_KEYS]
         control = {
             "steps": args.sft_control,
             "losses": control_losses,
-            **{
-                key: _comparison_record(comparison)
-                for key, (_, comparison) in zip(
-                    ("more_sft_vs_sft", "grpo_vs_more_sft"), control_comparisons, strict=True
-                )
-            },
+            **{key: _comparison_record(c) for _, key, c in paired if key in CONTROL_KEYS},
         }
-
     # the student against its teacher: did GRPO pass the demonstrator it imitated?
-    taught = None
-    if demonstrator is not None:
-        taught = compare(demonstrator, after, game, "win_rate", seed)
+    taught = next((c for _, key, c in paired if key == "grpo_vs_demonstrator"), None)
 
     breakdown = _breakdown([e for e in evaluations if e is not base], game)
 
@@ -853,6 +842,29 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
+# The paired win-rate comparisons a run makes beside GRPO - SFT, wherever it played both sides:
+# (label, key in summary.json, first player, second player). The run (main) and its replay
+# (reevaluate) both read this. The first two are the control's (--sft-control), the last the
+# teacher's (--sft-noise).
+PAIRS = (
+    ("more SFT against SFT", "more_sft_vs_sft", "SFT", "SFT + more SFT"),
+    ("GRPO against more SFT", "grpo_vs_more_sft", "SFT + more SFT", "SFT + GRPO"),
+    ("GRPO against its demonstrator", "grpo_vs_demonstrator", "demonstrator", "SFT + GRPO"),
+)
+CONTROL_KEYS = ("more_sft_vs_sft", "grpo_vs_more_sft")
+
+
+def _paired(
+    played: Mapping[str, Evaluation], game: str, seed: int
+) -> list[tuple[str, str, Comparison]]:
+    """``(label, key, comparison)`` for each of :data:`PAIRS` whose two players were played."""
+    return [
+        (label, key, compare(played[first], played[second], game, "win_rate", seed))
+        for label, key, first, second in PAIRS
+        if first in played and second in played
+    ]
+
+
 def _breakdown(evaluations: Sequence[Evaluation], game: str) -> dict[str, Any] | None:
     """Where the change came from: each evaluation's win rate per value of the column the game
     names to split by (``GameSpec.breakdown``, kit.evaluate.by_task); None for a game without."""
@@ -969,17 +981,7 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     played = dict(zip(players, evaluations, strict=True))
     sft, after = played["SFT"], played["SFT + GRPO"]
     comparisons = [compare(sft, after, game, metric, seed) for metric in COMPARED]
-    # the run's other comparisons, under the summary's keys: (label, key, first, second)
-    others = [
-        (label, key, played[first], played[second])
-        for label, key, first, second in (
-            ("more SFT against SFT", "more_sft_vs_sft", "SFT", "SFT + more SFT"),
-            ("GRPO against more SFT", "grpo_vs_more_sft", "SFT + more SFT", "SFT + GRPO"),
-            ("GRPO against its demonstrator", "grpo_vs_demonstrator", "demonstrator", "SFT + GRPO"),
-        )
-        if first in played and second in played
-    ]
-    compared = {key: compare(a, b, game, "win_rate", seed) for _, key, a, b in others}
+    others = _paired(played, game, seed)  # the run's other comparisons, as the run made them
     record = {
         "run": str(run),
         "command": f"python -m kit.demo --evaluate {run} --eval-generations {generations} "
@@ -988,7 +990,7 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
         "eval_generations": generations,
         "evaluation": [r for e in evaluations for r in e.records()],
         "grpo_vs_sft": [_comparison_record(c) for c in comparisons],
-        **{key: _comparison_record(c) for key, c in compared.items()},
+        **{key: _comparison_record(c) for _, key, c in others},
         "breakdown": _breakdown(evaluations, game),
         "run_grpo_vs_sft": summary["grpo_vs_sft"],
         "seconds": time.perf_counter() - started,
@@ -1002,8 +1004,8 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     print("\nGRPO against its SFT starting point, played anew:")
     for comparison in comparisons:
         print(f"  {comparison}")
-    for label, key, _, _ in others:
-        print(f"{label}, played anew:\n  {compared[key]}")
+    for label, _, comparison in others:
+        print(f"{label}, played anew:\n  {comparison}")
     _print_breakdown(record["breakdown"], list(players))
     (run_win,) = [c for c in summary["grpo_vs_sft"] if c["metric"] == "win_rate"]
     print(

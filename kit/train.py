@@ -554,9 +554,9 @@ def grpo_args(game: str, steps: int, seed: int, output_dir: str | Path, **overri
     return grpo_config(str(output_dir), max_steps=steps, seed=seed, **recipe)
 
 
-# Rollouts a scoring pass holds (score_by_length): on the runbook's batches of 32, passes of 8
-# took 0.59 of TRL's time for the loss's forward and backward, 16 took 0.62, 4 took 0.60, one
-# pass of all 32 right-padded 0.80 (benchmarks/scoring.py).
+# Rollouts a scoring pass holds (score_by_length): on two of the runbook's batches of 32 after its
+# warm-up, the loss's forward and backward took 0.52 of TRL's time at 8 a pass, 0.55 at 16 and at
+# 4, 0.70 in one pass of all 32 (`python benchmarks/scoring.py`, a 2-core CPU without AVX-512).
 SCORING_ROWS = 8
 
 
@@ -570,16 +570,16 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
     the batch's longest, with a mask. With a mask, attention computes every (query, key) pair,
     the masked future and padding included, and every row runs to the longest one. A row moved
     to the left of its pass needs no mask: attention is causal and skips the future, and sorted
-    by length a pass stops at its own longest. On the runbook's Catch batches (32 rollouts of
-    about 570 to 1,050 tokens) the loss's forward and backward passes took 0.59 of TRL's time on
-    a 2-core CPU without AVX-512. The log-probs are TRL's to float rounding, and so is the
+    by length a pass stops at its own longest. On the runbook's Catch batches the loss's forward
+    and backward passes took 0.52 of TRL's time on a 2-core CPU without AVX-512, and a GRPO step
+    0.72 (docs/results.md). The log-probs are TRL's to float rounding, and so is the
     update: the loss's normaliser counts the batch's tokens whatever the passes
     (``tests/test_scoring.py``). A rollout's positions count from its first token, as in
     generation; TRL counts from the batch's first column, which a model with rotary positions
     (Qwen3, Llama, SmolLM2) cannot tell apart.
 
-    Only plain text batches whose rows are one run of tokens each are taken over; images, MoE
-    auxiliary losses or a mask with holes go to TRL's own method."""
+    Only plain text batches whose rows are one run of tokens each, a prompt token first, are
+    taken over; images, MoE auxiliary losses or a mask with holes go to TRL's own method."""
     import torch
 
     if type(rows) is not int or rows < 1:
@@ -596,13 +596,18 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
         compute_aux_loss: bool = False,
         **multimodal: Any,
     ) -> tuple[Any, Any, Any]:
+        width = input_ids.size(1)
+        device = input_ids.device
         lengths = attention_mask.sum(1)
         first = attention_mask.argmax(1)  # each row's first token
-        one_run = bool((attention_mask[torch.arange(len(first)), first] == 1).all()) and bool(
-            (attention_mask.flip(1).argmax(1) == attention_mask.size(1) - first - lengths).all()
+        rows_at = torch.arange(len(first), device=device)
+        one_run = bool((attention_mask[rows_at, first] == 1).all()) and bool(
+            (attention_mask.flip(1).argmax(1) == width - first - lengths).all()
         )
+        # a prompt token before each completion: its first token is scored from one
+        prompted = bool((width - logits_to_keep - first >= 1).all())
         plain = not compute_aux_loss and all(v is None for v in multimodal.values())
-        if not (plain and one_run and int(lengths.min()) > 1):
+        if not (plain and one_run and prompted):
             return trl_score(
                 model,
                 input_ids,
@@ -613,8 +618,6 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
                 compute_aux_loss,
                 **multimodal,
             )
-        width = input_ids.size(1)
-        device = input_ids.device
         completion = attention_mask[:, width - logits_to_keep :].bool()
         order = torch.argsort(lengths, stable=True)
         logps, entropies = [], []

@@ -24,10 +24,12 @@ PROMPTS = (9, 3, 12, 7, 5, 12, 8, 4, 10)
 COMPLETIONS = (6, 14, 2, 9, 11, 1, 14, 5, 7)
 
 
-def trainer(tmp_path: Any) -> Any:
-    """A real GRPO trainer of the runbook's recipe on Catch, untrained."""
+def trainer(tmp_path: Any, lora: bool = False) -> Any:
+    """A real GRPO trainer of the runbook's recipe on Catch, untrained; with ``lora``, training
+    the kit's LoRA adapters (a ``PeftModel``, as a pretrained model trains on a CPU)."""
     from trl import GRPOTrainer
 
+    from kit.defaults import lora_config
     from kit.envs import ENVS
     from kit.rewards import default_reward
     from kit.tasks import task_dataset
@@ -44,6 +46,7 @@ def trainer(tmp_path: Any) -> Any:
         train_dataset=task_dataset("catch", "train", num_tasks=2, seed=0),
         processing_class=tokenizer,
         environment_factory=ENVS["catch"],
+        peft_config=lora_config() if lora else None,
     )
 
 
@@ -64,23 +67,27 @@ def scored(score: Any, model: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any,
     model.zero_grad()
     logps, entropies, _ = score(model, *args, compute_entropy=True, **kwargs)
     (logps.sum() + 0.1 * entropies.sum()).backward()
-    grads = [p.grad.clone() for p in model.parameters()]
+    grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
     model.zero_grad()
     return logps.detach(), entropies.detach(), grads
 
 
 def positions_read(model: Any) -> list[int]:
     read = [0]
-    model.model.register_forward_pre_hook(
+    backbone = model.get_base_model().model if hasattr(model, "get_base_model") else model.model
+    backbone.register_forward_pre_hook(
         lambda _m, _a, kw: read.__setitem__(0, read[0] + kw["input_ids"].numel()),
         with_kwargs=True,
     )
     return read
 
 
-@pytest.mark.parametrize("rows, batch_size", [(8, None), (4, None), (3, 2), (32, None)])
-def test_scoring_by_length_is_trls_scoring_with_fewer_positions(tmp_path, rows, batch_size):
-    t = trainer(tmp_path)
+@pytest.mark.parametrize(
+    "rows, batch_size, lora",
+    [(8, None, False), (4, None, False), (3, 2, False), (32, None, False), (4, None, True)],
+)
+def test_scoring_by_length_is_trls_scoring_with_fewer_positions(tmp_path, rows, batch_size, lora):
+    t = trainer(tmp_path, lora)
     model = t.model
     ids, mask, keep = batch()
     trl = scored(type(t)._get_per_token_logps_and_entropies.__get__(t), model, ids, mask, keep)
@@ -100,11 +107,15 @@ def test_scoring_by_length_is_trls_scoring_with_fewer_positions(tmp_path, rows, 
     assert read[0] < ids.numel()
 
 
-def test_a_mask_with_holes_or_images_goes_to_trls_own_scoring(tmp_path):
+@pytest.mark.parametrize("broken", ["a hole", "no prompt"])
+def test_a_mask_with_a_hole_or_a_row_without_prompt_goes_to_trls_own_scoring(tmp_path, broken):
     t = trainer(tmp_path)
     model = t.model
     ids, mask, keep = batch()
-    mask[1, -keep + 5] = 0  # a hole inside row 1's completion: not one run of tokens
+    if broken == "a hole":  # inside row 1's completion: the row is not one run of tokens
+        mask[1, -keep + 5] = 0
+    else:  # row 3's prompt all padding: nothing to score its first completion token from
+        mask[3, :-keep] = 0
     trl_score = type(t)._get_per_token_logps_and_entropies.__get__(t)
     trl = scored(trl_score, model, ids, mask, keep)
     read = positions_read(model)
