@@ -604,8 +604,10 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
         one_run = bool((attention_mask[rows_at, first] == 1).all()) and bool(
             (attention_mask.flip(1).argmax(1) == width - first - lengths).all()
         )
-        # a prompt token before each completion: its first token is scored from one
-        prompted = bool((width - logits_to_keep - first >= 1).all())
+        # a row's completion starts after its prompt_lengths[b] tokens, from column first[b] on; a
+        # prompt token before each completion, since its first token is scored from one
+        prompt_lengths = width - logits_to_keep - first
+        prompted = bool((prompt_lengths >= 1).all())
         plain = not compute_aux_loss and all(v is None for v in multimodal.values())
         if not (plain and one_run and prompted):
             return trl_score(
@@ -620,18 +622,20 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
             )
         completion = attention_mask[:, width - logits_to_keep :].bool()
         order = torch.argsort(lengths, stable=True)
+        per_pass = min(rows, batch_size or rows)
         logps, entropies = [], []
-        for start in range(0, len(order), min(rows, batch_size or rows)):
-            chunk = order[start : start + min(rows, batch_size or rows)]
+        for start in range(0, len(order), per_pass):
+            chunk = order[start : start + per_pass]
             n = int(lengths[chunk].max())
+            columns = torch.arange(n, device=device)[None]
             # row b of the pass: its tokens from column first[b] on, then padding
-            columns = torch.arange(n, device=device)[None] + first[chunk, None]
-            real = torch.arange(n, device=device)[None] < lengths[chunk, None]
-            ids = input_ids[chunk].gather(1, columns.clamp(max=width - 1)).masked_fill(~real, 0)
-            # a completion token of row b sits at column (width - logits_to_keep - first[b]) + j
-            opening = width - logits_to_keep - first[chunk]
+            real = columns < lengths[chunk, None]
+            at_first = (columns + first[chunk, None]).clamp(max=width - 1)
+            ids = input_ids[chunk].gather(1, at_first).masked_fill(~real, 0)
+            # completion token j of row b sits at column opening[b] + j of the pass
+            opening = prompt_lengths[chunk]
             labels = ids.masked_fill(~real, -100)
-            labels[torch.arange(n, device=device)[None] < opening[:, None]] = -100
+            labels[columns < opening[:, None]] = -100
             with trainer.accelerator.autocast():
                 out = model(input_ids=ids, labels=labels, fused_lm_head=True)
             # out.log_probs[b, k] scores ids[b, k + 1]
