@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     from kit.demo import _pairs
     from kit.models import tiny_model
     from kit.runs import pin_threads, quiet_libraries
-    from kit.train import GRPO, SFT, SFT_STEPS, grpo, score_by_length, warm_up
+    from kit.train import GRPO, SCORING_ROWS, SFT, SFT_STEPS, grpo, score_by_length, warm_up
 
     quiet_libraries()
     pin_threads(args.threads)
@@ -86,9 +86,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
 
     contenders = {"TRL": type(trainer)._get_per_token_logps_and_entropies.__get__(trainer)}
     for rows in args.rows:
-        del trainer._get_per_token_logps_and_entropies  # the instance's: TRL's method again
-        score_by_length(trainer, rows=rows)
-        contenders[f"kit, {rows} a pass"] = trainer._get_per_token_logps_and_entropies
+        for share in (True, False) if rows == SCORING_ROWS else (True,):
+            del trainer._get_per_token_logps_and_entropies  # the instance's: TRL's method again
+            score_by_length(trainer, rows=rows, share_prompts=share)
+            name = f"kit, {rows} a pass" + ("" if share else ", every prompt read")
+            contenders[name] = trainer._get_per_token_logps_and_entropies
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     model = trainer.model
     for round_ in range(args.rounds):

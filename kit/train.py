@@ -557,34 +557,49 @@ def grpo_args(game: str, steps: int, seed: int, output_dir: str | Path, **overri
 # Rollouts a scoring pass holds (score_by_length): on two of the runbook's batches of 32 after its
 # warm-up, the loss's forward and backward took 0.52 of TRL's time at 8 a pass, 0.55 at 16 and at
 # 4, 0.70 in one pass of all 32 (`python benchmarks/scoring.py`, a 2-core CPU without AVX-512).
+# With each prompt read once a pass holds at most one prompt's rollouts (GRPO's 8): 0.35 at 8,
+# 0.34 and 0.37 at 16 and 32 (the same passes), 0.39 at 4.
 SCORING_ROWS = 8
 
 
-def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
+def score_by_length(trainer: Any, rows: int = SCORING_ROWS, share_prompts: bool = True) -> None:
     """Make ``trainer`` (a TRL 1.16 ``GRPOTrainer``) score its rollouts (the per-token log-probs
     and entropies of the loss, and of the old and reference policies when it needs them) in
     passes of ``rows`` rollouts of similar length, each pass right-padded to its own longest and
-    run without an attention mask.
+    run without an attention mask; with ``share_prompts``, a group's prompt is read once.
 
     Why: TRL scores a batch as it pads it, prompts on the left and completions on the right, to
     the batch's longest, with a mask. With a mask, attention computes every (query, key) pair,
     the masked future and padding included, and every row runs to the longest one. A row moved
     to the left of its pass needs no mask: attention is causal and skips the future, and sorted
-    by length a pass stops at its own longest. On the runbook's Catch batches the loss's forward
-    and backward passes took 0.52 of TRL's time on a 2-core CPU without AVX-512, and a GRPO step
-    0.72 (docs/results.md). The log-probs are TRL's to float rounding, and so is the
-    update: the loss's normaliser counts the batch's tokens whatever the passes
-    (``tests/test_scoring.py``). A rollout's positions count from its first token, as in
-    generation; TRL counts from the batch's first column, which a model with rotary positions
-    (Qwen3, Llama, SmolLM2) cannot tell apart.
+    by length a pass stops at its own longest. And GRPO plays each task ``num_generations``
+    times from one prompt, which TRL reads once per rollout: here the rollouts of one prompt are
+    scored after one forward pass over it (all but its last token), whose keys and values they
+    attend to, so the gradient reaches the prompt's positions through them as it would through
+    eight copies. On the runbook's Catch batches (prompts about 380 of a rollout's 500 to 1,000
+    tokens) the loss's forward and backward passes took 0.63 of TRL's time on a 2-core CPU
+    without AVX-512 by length alone, and 0.35 with each prompt read once (`python
+    benchmarks/scoring.py`, docs/results.md). The log-probs are
+    TRL's to float rounding, and so is the update: the loss's normaliser counts the batch's
+    tokens whatever the passes (``tests/test_scoring.py``). A rollout's positions count from its
+    first token, as in generation; TRL counts from the batch's first column, which a model with
+    rotary positions (Qwen3, Llama, SmolLM2) cannot tell apart.
 
     Only plain text batches whose rows are one run of tokens each, a prompt token first, are
-    taken over; images, MoE auxiliary losses or a mask with holes go to TRL's own method."""
+    taken over; images, MoE auxiliary losses or a mask with holes go to TRL's own method. A
+    prompt is shared only by a model whose cache keeps every position (no sliding window)."""
     import torch
+    from transformers import DynamicCache
+
+    from kit.rollout import cache_kwarg, full_cache
 
     if type(rows) is not int or rows < 1:
         raise ValueError(f"rows must be a positive integer, got {rows!r}")
     trl_score = trainer._get_per_token_logps_and_entropies
+    config = trainer.model.config
+    # a sliding-window layer would keep only the prompt's last positions
+    share_prompts = share_prompts and full_cache(DynamicCache(config=config))
+    cache_name = cache_kwarg(trainer.model)
 
     def score(
         model: Any,
@@ -621,31 +636,55 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
                 **multimodal,
             )
         completion = attention_mask[:, width - logits_to_keep :].bool()
-        order = torch.argsort(lengths, stable=True)
         per_pass = min(rows, batch_size or rows)
-        logps, entropies = [], []
-        for start in range(0, len(order), per_pass):
-            chunk = order[start : start + per_pass]
-            n = int(lengths[chunk].max())
-            columns = torch.arange(n, device=device)[None]
-            # row b of the pass: its tokens from column first[b] on, then padding
-            real = columns < lengths[chunk, None]
-            at_first = (columns + first[chunk, None]).clamp(max=width - 1)
-            ids = input_ids[chunk].gather(1, at_first).masked_fill(~real, 0)
-            # completion token j of row b sits at column opening[b] + j of the pass
-            opening = prompt_lengths[chunk]
-            labels = ids.masked_fill(~real, -100)
-            labels[columns < opening[:, None]] = -100
-            with trainer.accelerator.autocast():
-                out = model(input_ids=ids, labels=labels, fused_lm_head=True)
-            # out.log_probs[b, k] scores ids[b, k + 1]
-            at = (opening[:, None] - 1 + torch.arange(logits_to_keep, device=device)[None]).clamp(
-                max=n - 2
-            )
-            logps.append(out.log_probs.gather(1, at))
-            if compute_entropy:
-                entropies.append(out.entropy.gather(1, at))
-        back = torch.argsort(order)
+        logps, entropies, scored = [], [], []
+        # a model that recomputes its activations in training keeps no cache (transformers)
+        share = share_prompts and not (model.training and _checkpointing(model))
+        for group, shared in _passes(input_ids, first, lengths, prompt_lengths, share):
+            cache = None
+            if len(shared):  # the group's prompt but its last token, read once
+                prompt = DynamicCache(config=config)
+                with trainer.accelerator.autocast():
+                    model(
+                        input_ids=shared[None],
+                        use_cache=True,
+                        logits_to_keep=1,
+                        **{cache_name: prompt},
+                    )
+                cache = [(layer.keys, layer.values) for layer in prompt.layers]
+                if any(keys is None for keys, _ in cache):  # kept none: each row reads it
+                    cache, shared = None, shared[:0]
+            skip = len(shared)
+            for start in range(0, len(group), per_pass):
+                chunk = group[start : start + per_pass]
+                n = int(lengths[chunk].max()) - skip
+                columns = torch.arange(n, device=device)[None]
+                # row b of the pass: its tokens from column first[b] + skip on, then padding
+                real = columns < lengths[chunk, None] - skip
+                at_first = (columns + first[chunk, None] + skip).clamp(max=width - 1)
+                ids = input_ids[chunk].gather(1, at_first).masked_fill(~real, 0)
+                # completion token j of row b sits at column opening[b] + j of the pass
+                opening = prompt_lengths[chunk] - skip
+                labels = ids.masked_fill(~real, -100)
+                labels[columns < opening[:, None]] = -100
+                past = {}
+                if cache is not None:  # every row of the pass attends to the one prompt
+                    past[cache_name] = DynamicCache(
+                        [
+                            (k.expand(len(chunk), -1, -1, -1), v.expand(len(chunk), -1, -1, -1))
+                            for k, v in cache
+                        ]
+                    )
+                with trainer.accelerator.autocast():
+                    out = model(input_ids=ids, labels=labels, fused_lm_head=True, **past)
+                # out.log_probs[b, k] scores ids[b, k + 1]
+                at = opening[:, None] - 1 + torch.arange(logits_to_keep, device=device)[None]
+                at = at.clamp(max=n - 2)
+                logps.append(out.log_probs.gather(1, at))
+                if compute_entropy:
+                    entropies.append(out.entropy.gather(1, at))
+                scored.append(chunk)
+        back = torch.argsort(torch.cat(scored))
         logp = torch.cat(logps)[back].masked_fill(~completion, 0.0)
         entropy = (
             torch.cat(entropies)[back].masked_fill(~completion, 0.0) if compute_entropy else None
@@ -653,6 +692,42 @@ def score_by_length(trainer: Any, rows: int = SCORING_ROWS) -> None:
         return logp, entropy, None
 
     trainer._get_per_token_logps_and_entropies = score
+
+
+def _checkpointing(model: Any) -> bool:
+    """Whether ``model`` recomputes its activations in the backward pass (transformers' new name
+    for it first: the old one warns)."""
+    on = getattr(model, "is_activation_checkpointing", None)
+    return bool(getattr(model, "is_gradient_checkpointing", False) if on is None else on)
+
+
+def _passes(
+    input_ids: Any, first: Any, lengths: Any, prompt_lengths: Any, share: bool
+) -> list[tuple[Any, Any]]:
+    """The batch's rows in groups to score, each as ``(rows sorted by length, shared ids)``: the
+    rows of one prompt (two or more, of two tokens or more) with that prompt but its last token
+    when ``share``, and every other row in one group with nothing shared."""
+    import torch
+
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for row, (start, size) in enumerate(zip(first.tolist(), prompt_lengths.tolist(), strict=True)):
+        prompt = tuple(input_ids[row, start : start + size].tolist()) if share else (row,)
+        by_prompt.setdefault(prompt, []).append(row)
+    groups, alone = [], []
+    for prompt, members in by_prompt.items():
+        if share and len(members) > 1 and len(prompt) > 1:
+            shared = input_ids[members[0], first[members[0]] : first[members[0]] + len(prompt) - 1]
+            groups.append((members, shared))
+        else:
+            alone += members
+    empty = input_ids.new_empty(0)
+    groups.append((alone, empty))
+    ordered = []
+    for members, shared in groups:
+        if members:
+            rows = torch.tensor(members, device=input_ids.device)
+            ordered.append((rows[torch.argsort(lengths[rows], stable=True)], shared))
+    return ordered
 
 
 def grpo(
@@ -682,6 +757,11 @@ def grpo(
     from kit.tasks import task_dataset
 
     args = grpo_args(game, steps, seed, output_dir, **overrides)
+    if not args.gradient_checkpointing and _checkpointing(model):
+        # left on by an earlier trainer of this model (SFT's is on by default), and Trainer turns
+        # it on, never off: the recipe that says off would recompute every forward pass anyway
+        disable = getattr(model, "activation_checkpointing_disable", None)
+        (disable or model.gradient_checkpointing_disable)()
     # Enough rows for every step: an optimiser step takes (batch x processes x accumulation) /
     # num_generations rows of the task set.
     per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps

@@ -50,14 +50,27 @@ def trainer(tmp_path: Any, lora: bool = False) -> Any:
     )
 
 
-def batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``(input_ids, attention_mask, logits_to_keep)``: prompts of PROMPTS tokens padded on the
-    left, completions of COMPLETIONS tokens padded on the right, pad id 1 everywhere padded."""
+# GRPO's groups: rows of one task share their prompt. Group 0 holds rows 0, 2 and 6 (not side by
+# side), group 1 rows 4 and 5 (each a prompt of one token: nothing before its last to share),
+# group 2 rows 7 and 8; rows 1 and 3 are alone.
+GROUPS = {0: 0, 2: 0, 6: 0, 4: 1, 5: 1, 7: 2, 8: 2}
+SHARED_PROMPTS = (9, 3, 9, 7, 1, 1, 9, 4, 4)
+
+
+def batch(
+    seed: int = 0, prompts: tuple[int, ...] = PROMPTS, groups: dict[int, int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(input_ids, attention_mask, logits_to_keep)``: prompts of ``prompts`` tokens padded on
+    the left, completions of COMPLETIONS tokens padded on the right, pad id 1 everywhere padded;
+    rows of one of ``groups`` have the same prompt."""
     g = torch.Generator().manual_seed(seed)
-    p, c = max(PROMPTS), max(COMPLETIONS)
-    ids = torch.randint(10, 1000, (len(PROMPTS), p + c), generator=g)
+    p, c = max(prompts), max(COMPLETIONS)
+    ids = torch.randint(10, 1000, (len(prompts), p + c), generator=g)
+    leaders: dict[int, int] = {}
+    for row, group in (groups or {}).items():
+        ids[row, :p] = ids[leaders.setdefault(group, row), :p]
     mask = torch.zeros_like(ids)
-    for row, (prompt, completion) in enumerate(zip(PROMPTS, COMPLETIONS, strict=True)):
+    for row, (prompt, completion) in enumerate(zip(prompts, COMPLETIONS, strict=True)):
         mask[row, p - prompt : p + completion] = 1
     return ids.masked_fill(mask == 0, 1), mask, c
 
@@ -72,24 +85,40 @@ def scored(score: Any, model: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any,
     return logps.detach(), entropies.detach(), grads
 
 
-def positions_read(model: Any) -> list[int]:
-    read = [0]
+def positions_read(model: Any) -> list[tuple[int, ...]]:
+    """The shape of every ``input_ids`` the model's backbone reads from now on."""
+    shapes: list[tuple[int, ...]] = []
     backbone = model.get_base_model().model if hasattr(model, "get_base_model") else model.model
     backbone.register_forward_pre_hook(
-        lambda _m, _a, kw: read.__setitem__(0, read[0] + kw["input_ids"].numel()),
-        with_kwargs=True,
+        lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)), with_kwargs=True
     )
-    return read
+    return shapes
+
+
+def total(shapes: list[tuple[int, ...]]) -> int:
+    return sum(rows * columns for rows, columns in shapes)
 
 
 @pytest.mark.parametrize(
-    "rows, batch_size, lora",
-    [(8, None, False), (4, None, False), (3, 2, False), (32, None, False), (4, None, True)],
+    "rows, batch_size, lora, shared",
+    [
+        (8, None, False, False),
+        (4, None, False, False),
+        (3, 2, False, False),
+        (32, None, False, False),
+        (4, None, True, False),
+        (8, None, False, True),
+        (2, None, False, True),
+        (4, None, True, True),
+    ],
 )
-def test_scoring_by_length_is_trls_scoring_with_fewer_positions(tmp_path, rows, batch_size, lora):
+def test_scoring_by_length_is_trls_scoring_with_fewer_positions(
+    tmp_path, rows, batch_size, lora, shared
+):
     t = trainer(tmp_path, lora)
     model = t.model
-    ids, mask, keep = batch()
+    prompts = SHARED_PROMPTS if shared else PROMPTS
+    ids, mask, keep = batch(prompts=prompts, groups=GROUPS if shared else None)
     trl = scored(type(t)._get_per_token_logps_and_entropies.__get__(t), model, ids, mask, keep)
     read = positions_read(model)
     score_by_length(t, rows=rows)
@@ -103,8 +132,34 @@ def test_scoring_by_length_is_trls_scoring_with_fewer_positions(tmp_path, rows, 
     for ours, theirs in zip(kit[2], trl[2], strict=True):  # to float rounding, at each's scale
         torch.testing.assert_close(ours, theirs, atol=1e-4 * float(theirs.abs().max()), rtol=0)
     # each pass runs to its own longest row: fewer positions than the batch's padded width
-    assert read[0] <= sum(PROMPTS) + sum(COMPLETIONS) + (len(PROMPTS) - 1) * 20
-    assert read[0] < ids.numel()
+    assert total(read) <= sum(prompts) + sum(COMPLETIONS) + (len(prompts) - 1) * 20
+    assert total(read) < ids.numel()
+    if shared:  # groups 0 and 2 read their prompt but its last token once, group 1 has none
+        assert sorted(shape for shape in read if shape[0] == 1)[:2] == [(1, 3), (1, 8)]
+        assert sum(rows for rows, _ in read) == len(prompts) + 2
+        del t._get_per_token_logps_and_entropies  # TRL's method again
+        score_by_length(t, rows=rows, share_prompts=False)
+        read.clear()
+        alone = scored(t._get_per_token_logps_and_entropies, model, ids, mask, keep, batch_size)
+        assert sum(rows for rows, _ in read) == len(prompts)  # every row read on its own
+        for ours, theirs in zip(kit[:2], alone[:2], strict=True):
+            torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=1e-5)
+
+
+def test_a_model_that_recomputes_its_activations_reads_every_prompt(tmp_path):
+    # transformers keeps no cache in training under checkpointing: each row reads its prompt
+    t = trainer(tmp_path)
+    model = t.model
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    ids, mask, keep = batch(prompts=SHARED_PROMPTS, groups=GROUPS)
+    trl = scored(type(t)._get_per_token_logps_and_entropies.__get__(t), model, ids, mask, keep)
+    read = positions_read(model)
+    score_by_length(t)
+    kit = scored(t._get_per_token_logps_and_entropies, model, ids, mask, keep)
+    assert sum(rows for rows, _ in read) == len(SHARED_PROMPTS)  # no pass over a prompt alone
+    for ours, theirs in zip(kit[:2], trl[:2], strict=True):
+        torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("broken", ["a hole", "no prompt"])
@@ -121,7 +176,7 @@ def test_a_mask_with_a_hole_or_a_row_without_prompt_goes_to_trls_own_scoring(tmp
     read = positions_read(model)
     score_by_length(t)
     kit = scored(t._get_per_token_logps_and_entropies, model, ids, mask, keep)
-    assert read[0] == ids.numel()  # one pass over the whole padded batch: TRL's
+    assert read == [tuple(ids.shape)]  # one pass over the whole padded batch: TRL's
     for ours, theirs in zip(kit[:2], trl[:2], strict=True):
         assert torch.equal(ours, theirs)
 

@@ -114,6 +114,22 @@ def test_grpo_with_where_trains_only_on_the_chosen_tasks(tmp_path):
     assert len(tasks) == 2 * batch and all(task["ball_col"] == 0 for task in tasks)
 
 
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_grpo_trains_with_the_recipes_checkpointing_whatever_sft_left_on(tmp_path, checkpointing):
+    from kit.train import _checkpointing, grpo, warm_up
+
+    model, tokenizer = tiny_model(seed=1)
+    # on, as TRL's SFTConfig has it by default; a Trainer never turns it off
+    warm_up(model, tokenizer, "catch", 1, 0, tmp_path / "sft", gradient_checkpointing=True)
+    assert _checkpointing(model)
+    small = {"per_device_train_batch_size": 4, "num_generations": 2, "max_completion_length": 32}
+    trainer, _ = grpo(
+        model, tokenizer, "catch", 1, 0, tmp_path, gradient_checkpointing=checkpointing, **small
+    )
+    assert trainer.args.gradient_checkpointing is checkpointing
+    assert _checkpointing(model) is checkpointing
+
+
 @pytest.mark.slow
 def test_the_notebooks_fallback_makes_each_missing_checkpoint_once_then_loads_it(tmp_path, capsys):
     """Notebooks 2 and 4 run alone: ``grpo_checkpoint`` makes the SFT checkpoint, GRPO-trains

@@ -131,3 +131,47 @@ def test_grpo_with_kept_caches_trains_on_trls_episodes(tmp_path, monkeypatch):
     assert turns > 2
     assert kept == trl and kept_losses == trl_losses
     assert kept_read < trl_read
+
+
+def test_a_first_turn_reads_each_distinct_prompt_once_and_writes_what_generate_writes():
+    model, tokenizer = tiny_model()
+    config = grpo_generation_config(tokenizer, max_new_tokens=10, temperature=1.0)
+    a, b = tokenizer("catch the ball " * 3)["input_ids"], tokenizer("move left")["input_ids"]
+    prompts = [a, b, a, a, b, [7, 8, 9]]  # GRPO's groups, of different lengths, and one alone
+    read = count_read(model)
+    generate = _TransformersGenerate(model, config, [tokenizer.eos_token_id], 0, seed=0)
+    with generate.seeded():
+        ours = generate(prompts)
+    ours_read, read[0] = read[0], 0
+    ids, mask = kit.rollout._left_padded(prompts, 0, model.device)
+    with generate.seeded(), torch.no_grad():  # transformers reading every copy of every prompt
+        output = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    theirs = [kit.rollout._cut_at_eos(r.tolist(), [tokenizer.eos_token_id]) for r in output]
+    assert ours == [row[ids.shape[1] :] for row in theirs]
+    assert ours_read < read[0]
+    # the three distinct prompts but their last column, then the last column of every row
+    assert generate.prompt_tokens == len(a) - 1 + len(b) - 1 + 2 + len(prompts)
+
+
+def test_a_growing_layer_keeps_what_a_dynamic_layer_keeps():
+    from transformers.cache_utils import DynamicLayer
+
+    g = torch.Generator().manual_seed(0)
+    ours, theirs = kit.rollout._growing_layer()(), DynamicLayer()
+    steps = [("update", 5), ("update", 1), ("update", 70), ("select", [2, 0]), ("update", 1)]
+    steps += [("crop", -3), ("update", 2), ("select", [1]), ("update", 100)]
+    for op, arg in steps:
+        if op == "update":
+            rows = ours.keys.shape[0] if ours.is_initialized and ours.keys.numel() else 3
+            k, v = torch.randn(rows, 2, arg, 4, generator=g), torch.randn(rows, 2, arg, 4)
+            for layer in (ours, theirs):
+                out = layer.update(k, v)
+            assert torch.equal(out[0], theirs.keys) and torch.equal(out[1], theirs.values)
+        elif op == "select":
+            for layer in (ours, theirs):
+                layer.batch_select_indices(torch.tensor(arg))
+        else:
+            for layer in (ours, theirs):
+                layer.crop(arg)
+        assert torch.equal(ours.keys, theirs.keys) and torch.equal(ours.values, theirs.values)
+        assert ours.get_seq_length() == theirs.get_seq_length()
