@@ -584,11 +584,8 @@ def cache_kwarg(model: Any) -> str:
     import inspect
 
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
-    return (
-        "cache"
-        if "cache" in inspect.signature(type(decoder).forward).parameters
-        else ("past_key_values")
-    )
+    taken = inspect.signature(type(decoder).forward).parameters
+    return "cache" if "cache" in taken else "past_key_values"
 
 
 def full_cache(cache: Any) -> bool:
