@@ -27,6 +27,7 @@ token for token.
 from __future__ import annotations
 
 import hashlib
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -319,15 +320,23 @@ def rebuild_report(
                 out.append((bit, [token]))
         return [ids for bit, ids in out if bit == value]
 
+    # A group's rollouts often play the same game word for word, and build is a pure function of
+    # the messages: each distinct conversation is rendered once (most of a runbook's report).
+    built_by_messages: dict[str, Trajectory | ValueError] = {}
     for sampled in trained:
         report["trajectories"] += 1
         report["tokens"] += len(sampled.prompt_ids) + len(sampled.completion_ids)
-        try:
-            built = build(
-                tokenizer, sampled.messages, tools, max_completion_length=max_completion_length
-            )
-        except ValueError as error:
-            report["other"].append({"error": str(error)})
+        key = json.dumps(sampled.messages, sort_keys=True, default=repr)
+        if key not in built_by_messages:
+            try:
+                built_by_messages[key] = build(
+                    tokenizer, sampled.messages, tools, max_completion_length=max_completion_length
+                )
+            except ValueError as error:
+                built_by_messages[key] = error
+        built = built_by_messages[key]
+        if isinstance(built, ValueError):
+            report["other"].append({"error": str(built)})
             continue
         if (built.prompt_ids, built.completion_ids, built.tool_mask) == (
             sampled.prompt_ids,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -658,6 +659,42 @@ def reuse_turn_caches(trainer: Any) -> None:
             return generate(prompt_ids), None
 
     trainer._generate_single_turn = turn
+
+
+_SUFFIXES_KEPT = 4096
+
+
+def render_tools_once(trainer: Any) -> None:
+    """Make ``trainer`` (a TRL 1.16 ``GRPOTrainer`` with ``environment_factory``) describe each
+    tool once and render each distinct tool block once.
+
+    Why: TRL reads an env's tools from their docstrings again for every prompt it renders and
+    every turn it parses (``get_json_schema``, most of ``parse_response``'s time), and tokenises
+    every tool result by rendering the chat template twice around it (``_get_tool_suffix_ids``):
+    together about 12% of a runbook step (benchmarks/grpo_step.py). The schemas never change,
+    and a game answers with few distinct texts (a Catch board of a given height and two
+    columns). So the tools an env's prompts are rendered and parsed with become their JSON
+    schemas, which the chat template and the parser read just as they read the schema of a
+    method (the env instances' own methods still run the calls), and a tool block's ids, which
+    depend on its messages alone (the trainer's template and kwargs are fixed), are kept the
+    first time (at most ``_SUFFIXES_KEPT`` at once: a game of free text rarely repeats one)."""
+    from transformers.utils import get_json_schema
+
+    env_tools_ = getattr(trainer, "_env_tools", None) or {}
+    for name, tools in env_tools_.items():
+        env_tools_[name] = [get_json_schema(t) if callable(t) else t for t in tools]
+    render = trainer._get_tool_suffix_ids
+    rendered: dict[str, list[int]] = {}
+
+    def suffix_ids(tool_messages: list[dict[str, Any]]) -> list[int]:
+        key = json.dumps(tool_messages, sort_keys=True, default=repr)
+        if key not in rendered:
+            if len(rendered) >= _SUFFIXES_KEPT:
+                rendered.clear()
+            rendered[key] = list(render(tool_messages))
+        return list(rendered[key])
+
+    trainer._get_tool_suffix_ids = suffix_ids
 
 
 class _VLLMSeeds:

@@ -753,7 +753,7 @@ def grpo(
     from kit.capture import Capture
     from kit.envs import ENVS
     from kit.rewards import default_reward
-    from kit.rollout import reuse_turn_caches
+    from kit.rollout import render_tools_once, reuse_turn_caches
     from kit.tasks import task_dataset
 
     args = grpo_args(game, steps, seed, output_dir, **overrides)
@@ -776,6 +776,7 @@ def grpo(
         peft_config=peft_config,
     )
     reuse_turn_caches(trainer)
+    render_tools_once(trainer)
     score_by_length(trainer)
     quiet(trainer, "grpo", steps)
     capture = Capture(trainer)

@@ -325,7 +325,9 @@ def test_the_rebuild_report_counts_what_build_gives_back_and_says_where_the_rest
     run = trainer_run("catch")
     trained = run.capture.trajectories
     raw = [t for t in trained if case_of(t.messages[0]["content"]) == "raw"]
-    report = rebuild_report(trained, run.tokenizer, ENVS["catch"], max_completion_length=BUDGET)
+    report = first = rebuild_report(
+        trained, run.tokenizer, ENVS["catch"], max_completion_length=BUDGET
+    )
     assert report["trajectories"] == len(trained) and raw
     assert report["exact"] == len(trained) - len(raw) and len(report["other"]) == len(raw)
     assert report["tokens"] == sum(len(t.prompt_ids) + len(t.completion_ids) for t in trained)
@@ -342,6 +344,17 @@ def test_the_rebuild_report_counts_what_build_gives_back_and_says_where_the_rest
     assert report["exact"] == 0
     (item,) = report["other"]
     assert not item["env_tokens_equal"] and item["first_difference"] == len(exact.completion_ids)
+    # a conversation is rebuilt once however often it was played, and each copy still checked
+    # against its own ids: the tampered twin of an exact rollout is caught after it
+    again = rebuild_report(
+        [*trained, exact, tampered, *trained],
+        run.tokenizer,
+        ENVS["catch"],
+        max_completion_length=BUDGET,
+    )
+    assert again["trajectories"] == 2 * len(trained) + 2
+    assert again["exact"] == 2 * (len(trained) - len(raw)) + 1
+    assert again["other"] == [*first["other"], item, *first["other"]]
 
 
 @pytest.mark.slow

@@ -91,22 +91,35 @@ def test_a_prompt_that_extends_no_kept_row_is_read_afresh():
 
 
 @pytest.mark.slow
-def test_grpo_with_kept_caches_trains_on_trls_episodes(tmp_path, monkeypatch):
+def test_grpo_with_kept_caches_and_tool_suffixes_trains_on_trls_episodes(tmp_path, monkeypatch):
+    """``kit.train.grpo`` with ``reuse_turn_caches`` and ``render_tools_once`` plays and trains
+    on the very episodes TRL's own turn and tool-suffix code gives, reading fewer positions and
+    rendering the chat template fewer times."""
     from kit.runs import pin_threads
     from kit.train import grpo, warm_up
 
     model, tokenizer = tiny_model()
+    renders = [0]
+    template = tokenizer.apply_chat_template
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        renders[0] += 1
+        return template(*args, **kwargs)
+
     threads = torch.get_num_threads()
     pin_threads(2)
     try:
         # enough SFT for calls: episodes of several turns, which is where a cache is reused
         warm_up(model, tokenizer, "catch", 200, 0, tmp_path / "sft")
+        monkeypatch.setattr(tokenizer, "apply_chat_template", counted)
         runs = {}
         for reuse in (True, False):
             if not reuse:
                 monkeypatch.setattr(kit.rollout, "reuse_turn_caches", lambda trainer: None)
+                monkeypatch.setattr(kit.rollout, "render_tools_once", lambda trainer: None)
             student = copy.deepcopy(model)
             read = count_read(student)
+            renders[0] = 0
             trainer, capture = grpo(
                 student,
                 tokenizer,
@@ -117,20 +130,33 @@ def test_grpo_with_kept_caches_trains_on_trls_episodes(tmp_path, monkeypatch):
                 per_device_train_batch_size=8,
                 num_generations=4,
             )
-            episodes = [t.completion_ids for b in capture.batches for t in b.trajectories]
+            episodes = [
+                (t.prompt_ids, t.completion_ids, t.tool_mask)
+                for b in capture.batches
+                for t in b.trajectories
+            ]
             losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
             turns = max(
                 sum(m["role"] == "assistant" for m in t.messages)
                 for b in capture.batches
                 for t in b.trajectories
             )
-            runs[reuse] = episodes, losses, read[0], turns
+            runs[reuse] = episodes, losses, read[0], renders[0], turns
+            if reuse:  # the prompts were rendered and the turns parsed with the tools' schemas
+                from transformers.utils import get_json_schema
+
+                from kit.envs import CatchEnv, env_tools
+
+                schemas = [get_json_schema(tool) for tool in env_tools(CatchEnv())]
+                assert list(trainer._env_tools.values()) == [schemas]
     finally:
         torch.set_num_threads(threads)
-    (kept, kept_losses, kept_read, turns), (trl, trl_losses, trl_read, _) = runs[True], runs[False]
+    kept, kept_losses, kept_read, kept_renders, turns = runs[True]
+    trl, trl_losses, trl_read, trl_renders, _ = runs[False]
     assert turns > 2
     assert kept == trl and kept_losses == trl_losses
     assert kept_read < trl_read
+    assert kept_renders < trl_renders
 
 
 def test_a_first_turn_reads_each_distinct_prompt_once_and_writes_what_generate_writes():
