@@ -672,17 +672,17 @@ def render_tools_once(trainer: Any) -> None:
     every turn it parses (``get_json_schema``, most of ``parse_response``'s time), and tokenises
     every tool result by rendering the chat template twice around it (``_get_tool_suffix_ids``):
     together about 12% of a runbook step (benchmarks/grpo_step.py). The schemas never change,
-    and a game answers with few distinct texts (a Catch board of a given height and two
-    columns). So the tools an env's prompts are rendered and parsed with become their JSON
+    and a game answers with few distinct texts (a Catch run draws a few hundred distinct
+    boards). So the tools an env's prompts are rendered and parsed with become their JSON
     schemas, which the chat template and the parser read just as they read the schema of a
     method (the env instances' own methods still run the calls), and a tool block's ids, which
     depend on its messages alone (the trainer's template and kwargs are fixed), are kept the
     first time (at most ``_SUFFIXES_KEPT`` at once: a game of free text rarely repeats one)."""
     from transformers.utils import get_json_schema
 
-    env_tools_ = getattr(trainer, "_env_tools", None) or {}
-    for name, tools in env_tools_.items():
-        env_tools_[name] = [get_json_schema(t) if callable(t) else t for t in tools]
+    per_env = getattr(trainer, "_env_tools", None) or {}
+    for name, tools in per_env.items():
+        per_env[name] = [get_json_schema(t) if callable(t) else t for t in tools]
     render = trainer._get_tool_suffix_ids
     rendered: dict[str, list[int]] = {}
 

@@ -893,8 +893,10 @@ def grpo_checkpoint(
     """The GRPO model notebook 2 saves in ``checkpoints/"grpo-model"``, or, where it has not,
     notebook 2's run made here and saved there: :func:`grpo` for ``grpo_steps`` from
     :func:`sft_checkpoint`'s model (itself loaded or made with ``sft_steps``), writing under
-    ``output_dir/"grpo"``; ``overrides`` go to the ``GRPOConfig``. Refused as
-    :func:`sft_checkpoint`'s is."""
+    ``output_dir/"grpo"``. ``overrides`` go to the ``GRPOConfig`` and, where the SFT model is
+    made here too, to its ``SFTConfig``: fields both trainers share and should share
+    (trackio's ``report_to``, ...), not one phase's recipe (a ``learning_rate`` would change
+    both). Refused as :func:`sft_checkpoint`'s is."""
 
     def make() -> tuple[Any, Any]:
         model, tokenizer = sft_checkpoint(
