@@ -142,7 +142,8 @@ GRPO_FIGURES = (
 )
 COMPARED = ("win_rate", "finished", "mean_reward")
 # torch threads of a run unless --threads says otherwise: the cores of the machine CI runs on,
-# where the default run takes about 11 minutes at two and did not fit 15 at one (docs/results.md)
+# where the default run takes 7 to 8 minutes at two (README) and, on an earlier recipe, did not
+# fit 15 at one (docs/results.md)
 THREADS = 2
 # trajectories whose rebuilt mask differs from the trainer's, printed one per line; the rest are
 # counted (all of them are in summary.json)
