@@ -64,9 +64,10 @@ probability ``EPSILON`` (``kit.sft.sft_dataset(noise=...)``). Imitation can at b
 teacher; GRPO, rewarded for winning, need not stop there. So the demonstrator is evaluated
 beside the models (the same held-out tasks, episodes and seed) and GRPO compared with it,
 paired (``grpo_vs_demonstrator``); a control trains on the same noisy data. With
-``--sft-habit`` the demonstrator's errors are a habit, not chance: the game's habit move
-(``GameSpec.habit``; Catch: the other direction), its reason still the solver's. Above 0.5 the
-habit is its most frequent move, and imitation learns it.
+``--sft-habit [NAME]`` the demonstrator's errors are a habit, not chance: the game's habit move
+(``GameSpec.habits``; Catch: ``both``, the other direction, the default; ``left``, RIGHT where
+the solver moves LEFT), its reason still the solver's. Above 0.5 the habit is its most frequent
+move where it differs from the solver's, and imitation learns it.
 
 ``--where KEY=VALUE`` narrows GRPO's tasks and every evaluation's to those whose reset column
 ``KEY`` is ``VALUE`` (the SFT data stays the shipped set, and held-out stays held out: Catch's
@@ -262,13 +263,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from kit.sft import sft_dataset
         from kit.solvers.policies import noisy_policy
 
-        options = {**registry.game(game).sft, "noise": args.sft_noise, "habit": args.sft_habit}
+        habit = args.sft_habit or False
+        options = {**registry.game(game).sft, "noise": args.sft_noise, "habit": habit}
         sft_data = sft_dataset(game, **options)
-        habit = ", habit=True" if args.sft_habit else ""
-        data_name = f"kit.sft.sft_dataset({game!r}, noise={args.sft_noise:g}{habit})"
-        error = "its habit move" if args.sft_habit else "a random move"
+        named = f", habit={habit!r}" if habit else ""
+        data_name = f"kit.sft.sft_dataset({game!r}, noise={args.sft_noise:g}{named})"
+        error = f"its habit move ({habit})" if habit else "a random move"
         say(f"0. the demonstrator: the solver, {error} with probability {args.sft_noise:g}")
-        measure("demonstrator", noisy_policy(args.sft_noise, habit=args.sft_habit))
+        measure("demonstrator", noisy_policy(args.sft_noise, habit=habit))
     if args.sft_from:
         sft_model = args.sft_from / "sft-model"
         sft_record = {**args.source["sft"], "from": str(args.sft_from)}
@@ -313,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "losses": losses,
             **sft_settings,
             **({"noise": args.sft_noise} if args.sft_noise else {}),
-            **({"habit": True} if args.sft_habit else {}),
+            **({"habit": args.sft_habit} if args.sft_habit else {}),
         }
         say(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
@@ -565,12 +567,16 @@ class Args:
             "metavar": "EPSILON",
         },
     )
-    sft_habit: bool = field(
-        default=False,
+    sft_habit: str | None = field(
+        default=None,
         metadata={
-            "help": "with --sft-noise: the demonstrator's errors are its game's habit move "
-            "(kit.registry.GameSpec.habit; Catch: the other direction), not a random one, and it "
-            "still states the solver's reason"
+            "help": "with --sft-noise: the demonstrator's errors are its game's habit move of this "
+            "name (kit.registry.GameSpec.habits; alone: the game's first; Catch: 'both', the "
+            "other direction, or 'left', RIGHT where the solver moves LEFT), not a random one, "
+            "and it still states the solver's reason",
+            "nargs": "?",
+            "const": True,
+            "metavar": "NAME",
         },
     )
     seed: int = field(default=0, metadata={"help": "model init, training and sampling"})
@@ -757,8 +763,11 @@ def _parse(argv: Sequence[str] | None) -> Args:
         parser.error("--sft-noise must be between 0 (the solver) and 1 (random legal play)")
     if args.sft_habit and not args.sft_noise:
         parser.error("--sft-habit: give the habit's rate with --sft-noise EPSILON")
-    if args.sft_habit and registry.game(args.game).habit is None:
-        parser.error(f"--sft-habit: {args.game} has no habit move (GameSpec.habit)")
+    if args.sft_habit:
+        try:
+            args.sft_habit = _habit_name(args.game, args.sft_habit)
+        except ValueError as error:
+            parser.error(f"--sft-habit: {error}")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
         parser.error("--temperature must be a positive number")
     args.max_completion_length = args.max_completion_length or BUDGETS[args.game]
@@ -803,7 +812,7 @@ def _parse(argv: Sequence[str] | None) -> Args:
         + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
         + (f" --sft-noise {args.sft_noise:g}" if args.sft_noise and not args.sft_from else "")
-        + (" --sft-habit" if args.sft_habit and not args.sft_from else "")
+        + (f" --sft-habit {args.sft_habit}" if args.sft_habit and not args.sft_from else "")
         + "".join(
             f" --{'' if value else 'no-'}{name}"
             for name in ("lora", "vllm")
@@ -812,6 +821,21 @@ def _parse(argv: Sequence[str] | None) -> Args:
         + (" --thinking" if args.thinking else "")
     )
     return args
+
+
+def _habit_name(game: str, habit: bool | str) -> str:
+    """The name of ``game``'s habit ``habit`` (``True``, a bare ``--sft-habit`` or a run from
+    before habits had names: the first); ``ValueError`` if it has none of that name."""
+    from kit.solvers.policies import habit_move
+
+    habit_move(game, habit)  # the check, with the game's habits in its message
+    return next(iter(registry.game(game).habits)) if habit is True else str(habit)
+
+
+def _noise_name(habit: bool | str | None) -> str:
+    """A warm-up's errors in ``--table``: ``noise``, ``habit`` (a run from before habits had
+    names) or ``habit NAME``."""
+    return "noise" if not habit else "habit" if habit is True else f"habit {habit}"
 
 
 def _run_folder(parser: argparse.ArgumentParser, out: Path | None) -> Path:
@@ -1063,7 +1087,8 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     args.game, args.sft_steps, args.source = game, steps, source
     # its demonstrator, whose data a control trains on and whose play is evaluated again
     args.sft_noise = source["sft"].get("noise", 0.0)
-    args.sft_habit = source["sft"].get("habit", False)
+    habit = source["sft"].get("habit")
+    args.sft_habit = _habit_name(game, habit) if habit else None
 
 
 def _take_pretrained(parser: argparse.ArgumentParser, args: Args) -> None:
@@ -1232,7 +1257,7 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     def warm_up(s: Mapping[str, Any]) -> str:
         model = s.get("model") or {}
         steps = f"{s['sft']['steps']} SFT steps" + (
-            f" on {'habit' if s['sft'].get('habit') else 'noise'} {s['sft']['noise']:g}"
+            f" on {_noise_name(s['sft'].get('habit'))} {s['sft']['noise']:g}"
             if s["sft"].get("noise")
             else ""
         )

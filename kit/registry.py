@@ -85,10 +85,11 @@ class GameSpec:
     difficulty: str | None = None  # the default difficulty of drawn tasks; None: no such option
     ends: bool = True  # False: the game never ends (Echo): an SFT game stops at the turn limit
     reason: Callable[[list[Message], Move], str] = _no_reason  # the solver's stated reason
-    # A demonstrator's habit: the wrong move it plays instead of the solver's ``Move`` when it
-    # errs (Catch: the other direction); ``kit.solvers.policies.noisy_policy(habit=True)``.
-    # None: the game has no habit, and a noisy solver's errors are random moves only.
-    habit: Callable[[Move], Move] | None = None
+    # A demonstrator's habits, by name: the wrong move it plays instead of the solver's ``Move``
+    # when it errs (Catch: "both", the other direction; "left", RIGHT where the solver moves LEFT);
+    # ``kit.solvers.policies.noisy_policy(habit=NAME)``, ``habit=True`` the first. Empty: the game
+    # has no habit, and a noisy solver's errors are random moves only.
+    habits: Mapping[str, Callable[[Move], Move]] = field(default_factory=dict)
     partial: Callable[[Any], float] | None = None  # kit.rewards.partial_credit of an Episode
     leaks: Callable[[Mapping[str, Any]], Iterable[str]] | None = None  # None: the default check
     # True: an eval task's ground truth (``task(value)[1]``, e.g. a secret code) must not appear

@@ -68,7 +68,7 @@ def sft_examples(
     split: str = "train",
     difficulty: str | None = None,
     policy: PolicyFactory | None = None,
-    habit: bool = False,
+    habit: bool | str = False,
 ) -> list[dict[str, Any]]:
     """The rows of ``sft_dataset`` as plain dicts (what the JSONL files hold), each validated.
 
@@ -123,15 +123,15 @@ def sft_dataset(
     split: str = "train",
     difficulty: str | None = None,
     policy: PolicyFactory | None = None,
-    habit: bool = False,
+    habit: bool | str = False,
 ) -> Any:
     """Solver-played SFT conversations for ``game``: columns ``messages``, ``tools``,
     ``environment`` and ``task``.
 
     ``noise`` is the noisy solver's blunder rate: blunders add states a perfect player never
     reaches (a wasted guess, an invalid move and its error) and the recovery from them, at the
-    cost of training on the blunders too; ``habit=True`` makes each blunder the game's habit
-    move instead (``noisy_policy``). ``reasoning=False`` leaves the assistant text empty
+    cost of training on the blunders too; ``habit`` makes each blunder the game's habit
+    move of that name instead (``True``: its first; ``noisy_policy``). ``reasoning=False`` leaves the assistant text empty
     (default: the solver states a reason for each move).
     Only ``split="train"`` tasks are used unless asked otherwise; Wordle's guesses, too, come
     from the split's secrets only, so a train set never shows an eval secret (``leaks``).

@@ -159,6 +159,10 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
             ["--game", "wordle", "--sft-noise", "0.6", "--sft-habit"],
             "--sft-habit: wordle has no habit move",
         ),
+        (
+            ["--sft-noise", "0.6", "--sft-habit", "right"],
+            "--sft-habit: catch has no habit 'right': its habits are both, left",
+        ),
         (["--threads", "0"], "--threads must be at least 1"),
         (["--layers", "0"], "--layers must be at least 1"),
         (["--hidden-size", "12"], "hidden_size must be a positive multiple of 8, got 12"),
@@ -209,6 +213,22 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert a_file.read_text() == "mine"
     assert not (tmp_path / "runs").exists()  # refused before any run folder was made
+
+
+def test_a_bare_sft_habit_is_the_games_first_and_the_command_names_it(tmp_path):
+    """``--sft-habit`` alone (the documented runs before habits had names, and a config file's
+    ``sft_habit: true``) is Catch's first habit, "both"; the printed command names it."""
+    from kit.demo import _parse
+
+    config = tmp_path / "run.yaml"
+    config.write_text("sft_noise: 0.7\nsft_habit: true\n")
+    for argv in (["--sft-noise", "0.7", "--sft-habit"], ["--config", str(config)]):
+        args = _parse([*argv, "--out", str(tmp_path / f"run{len(argv)}")])
+        assert args.sft_habit == "both" and args.command.endswith(
+            "--sft-noise 0.7 --sft-habit both"
+        )
+    args = _parse(["--sft-noise", "0.7", "--sft-habit", "left", "--out", str(tmp_path / "left")])
+    assert args.sft_habit == "left" and args.command.endswith("--sft-habit left")
 
 
 def test_only_a_hub_id_lifts_the_runs_offline_default(monkeypatch):
@@ -414,10 +434,10 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     _assert_control_is_more_sft(out, "catch", 3, tmp_path / "again")
 
 
-@pytest.mark.parametrize("habit", [False, True])
+@pytest.mark.parametrize("habit", [False, "left"])
 def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path, habit):
     """--sft-noise: the warm-up and the more-SFT control both imitate the solver's games with
-    random moves in them (the same set; with --sft-habit, Catch's habit: the other direction),
+    random moves in them (the same set; with --sft-habit left, Catch's one-sided habit),
     the demonstrator is evaluated on the same held-out tasks as the models, and GRPO is compared
     with it, paired; the command and the table say so."""
 
@@ -426,7 +446,7 @@ def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path, habit
 
     out = tmp_path / "noisy"
     options = ("--sft-noise", "0.5", "--sft-control", "2", "--where", "ball_col=4")
-    options += ("--sft-habit",) if habit else ()
+    options += ("--sft-habit", habit) if habit else ()
     done = _run(*ARGS, "--max-completion-length", str(BUDGET), *options, "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -434,8 +454,8 @@ def test_a_noisy_demonstrator_is_imitated_evaluated_and_compared(tmp_path, habit
     players = ["demonstrator", "base", "SFT", "SFT + GRPO", "SFT + more SFT"]
     assert [r["player"] for r in records] == players
     assert summary["sft"]["noise"] == 0.5 and "--sft-noise 0.5" in summary["command"]
-    assert summary["sft"].get("habit", False) is habit
-    assert ("--sft-habit" in summary["command"]) is habit
+    assert summary["sft"].get("habit", False) == habit
+    assert ("--sft-habit left" in summary["command"]) is bool(habit)
     # the demonstrator's figures are the noisy solver's own play on those tasks
     tasks = [t.row() for t in TaskProvider("catch", "eval", where={"ball_col": 4})]
     player = noisy_policy(0.5, habit=habit)

@@ -4,6 +4,8 @@ catches a reward that does not, the episodes are TRL's, and a model can be a pla
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -156,16 +158,12 @@ def test_noisy_solver_plays_on_from_the_board_it_is_shown() -> None:
     assert blunders > 10
 
 
-def test_a_habit_plays_the_other_direction_and_states_the_solvers_reason() -> None:
-    """noisy_policy(habit=True): where it errs, Catch's demonstrator reads the board right (its
-    stated reason is the solver's) and moves the other way; it stays where the solver stays."""
-    habits = solver_moves = 0
+def _against_the_solver(**options: Any) -> Iterator[tuple[dict, Any, Any]]:
+    """Each move of ``noisy_policy(**options)`` in 20 Catch games (every column four times):
+    the assistant message, its call, and the solver's move for the board it saw."""
     for seed in range(20):
-        episode = run_episode(
-            CatchEnv(),
-            {**ROW, "ball_col": seed % 5},
-            noisy_policy(0.5, reasoning=True, habit=True)(CatchEnv, seed),
-        )
+        player = noisy_policy(**options)(CatchEnv, seed)
+        episode = run_episode(CatchEnv(), {**ROW, "ball_col": seed % 5}, player)
         observation = CatchEnv().reset(ball_col=seed % 5)
         for message in episode.completion:
             if message["role"] == "tool":
@@ -173,23 +171,48 @@ def test_a_habit_plays_the_other_direction_and_states_the_solvers_reason() -> No
                 continue
             call = message["tool_calls"][0]["function"]
             best = to_tool_call("catch", CatchSolver().act(observation))
-            said = "stay" if best[0] == "stay" else f"must go {best[1]['direction'].lower()}"
-            assert message["content"].startswith("The ball is in column")
-            assert said in message["content"]
-            if (call["name"], call["arguments"]) == best:
-                solver_moves += 1
-            else:
-                assert best[0] == "move" and call["name"] == "move"
-                assert {best[1]["direction"], call["arguments"]["direction"]} == {"LEFT", "RIGHT"}
-                habits += 1
+            yield message, (call["name"], call["arguments"]), best
+
+
+def test_a_habit_plays_the_other_direction_and_states_the_solvers_reason() -> None:
+    """noisy_policy(habit=True): where it errs, Catch's demonstrator reads the board right (its
+    stated reason is the solver's) and moves the other way; it stays where the solver stays."""
+    habits = solver_moves = 0
+    for message, call, best in _against_the_solver(noise=0.5, reasoning=True, habit=True):
+        said = "stay" if best[0] == "stay" else f"must go {best[1]['direction'].lower()}"
+        assert message["content"].startswith("The ball is in column")
+        assert said in message["content"]
+        if call == best:
+            solver_moves += 1
+        else:
+            assert best[0] == "move" and call[0] == "move"
+            assert {best[1]["direction"], call[1]["direction"]} == {"LEFT", "RIGHT"}
+            habits += 1
     assert habits > 5 and solver_moves > 5
     always = noisy_policy(1.0, habit=True)(CatchEnv, 0)
     lost = run_episode(CatchEnv(), {**ROW, "ball_col": 0}, always)
     assert not lost.env.won  # always the other way: never under a ball off the centre
     with pytest.raises(ValueError, match="wordle has no habit move"):
         noisy_policy(0.5, habit=True)(WordleEnv, 0)
-    with pytest.raises(ValueError, match="habit must be True or False"):
-        noisy_policy(0.5, habit="yes")
+    with pytest.raises(ValueError, match="catch has no habit 'yes': its habits are both, left"):
+        noisy_policy(0.5, habit="yes")(CatchEnv, 0)
+    with pytest.raises(ValueError, match="habit must be True, False or a habit's name"):
+        noisy_policy(0.5, habit=1)
+
+
+def test_a_habit_on_the_left_turns_right_there_and_plays_the_solver_elsewhere() -> None:
+    """noisy_policy(habit="left"): where the solver moves LEFT it errs to RIGHT; its RIGHT and
+    its stays are the solver's. So it loses a ball on the left and catches one on the right."""
+    turned = 0
+    for _, call, best in _against_the_solver(noise=0.5, habit="left"):
+        if call != best:
+            assert best == ("move", {"direction": "LEFT"})
+            assert call == ("move", {"direction": "RIGHT"})
+            turned += 1
+    assert turned > 5
+    always = noisy_policy(1.0, habit="left")(CatchEnv, 0)
+    assert not run_episode(CatchEnv(), {**ROW, "ball_col": 0}, always).env.won
+    assert run_episode(CatchEnv(), {**ROW, "ball_col": 4}, always).env.won
 
 
 def test_random_policy_makes_only_well_formed_calls() -> None:

@@ -103,7 +103,7 @@ class _RandomPlayer:
 
 class _SolverPlayer:
     """The game's solver; with ``noise`` > 0 it swaps in a random move with that probability, or
-    with ``habit`` its game's habit move (``GameSpec.habit``), still stating the solver's reason.
+    with ``habit`` its game's habit move (``GameSpec.habits``), still stating the solver's reason.
 
     The solver reads every observation, blunders included, so it plays on from the real state.
     """
@@ -115,12 +115,10 @@ class _SolverPlayer:
         noise: float,
         reasoning: bool,
         words: Collection[str] | None = None,
-        habit: bool = False,
+        habit: bool | str = False,
     ) -> None:
         self.game = _check_words(env_cls.game_name, words)
-        self.habit = registry.game(self.game).habit if habit else None
-        if habit and self.habit is None:
-            raise ValueError(f"{self.game} has no habit move (GameSpec.habit): use habit=False")
+        self.habit = habit_move(self.game, habit) if habit else None
         options = dict(env_cls.options)
         if words is not None:
             options["words"] = words
@@ -141,6 +139,18 @@ class _SolverPlayer:
         # a habit knows the right move, says so, and plays its own: the text does not flag it
         content = registry.game(self.game).reason(messages, call) if self.reasoning else ""
         return assistant_message(content, [self.habit(call) if erring else call])
+
+
+def habit_move(game: str, habit: bool | str) -> Callable[[registry.Move], registry.Move]:
+    """``game``'s habit named ``habit`` (``True``: its first, ``GameSpec.habits``); ``ValueError``
+    naming the game's habits when it has no such one."""
+    habits = registry.game(game).habits
+    if not habits:
+        raise ValueError(f"{game} has no habit move (GameSpec.habits)")
+    name = next(iter(habits)) if habit is True else habit
+    if name not in habits:
+        raise ValueError(f"{game} has no habit {habit!r}: its habits are {', '.join(habits)}")
+    return habits[name]
 
 
 def _describe(call: tuple[str, dict[str, Any]]) -> str:
@@ -180,24 +190,25 @@ def noisy_policy(
     noise: float = 0.3,
     reasoning: bool = False,
     words: Collection[str] | None = None,
-    habit: bool = False,
+    habit: bool | str = False,
 ) -> PolicyFactory:
     """The solver, but each move is replaced by the random policy's with probability ``noise``.
 
-    ``habit=True``: the replacement is the game's habit move instead (``GameSpec.habit``; Catch:
-    the other direction), with the solver's stated reason: a demonstrator that knows the right
-    move and, a fraction ``noise`` of the time, plays the same wrong one. Above ``noise=0.5``
-    the habit is its most frequent move wherever the solver would move, so imitation learns the
-    habit; a random move, by contrast, leaves the solver's move the most frequent one at any
-    ``noise`` below 1 (docs/results.md, "A demonstrator that errs"). ``ValueError`` when the
-    player is made for a game without a habit.
+    ``habit``: the replacement is the game's habit move of that name instead (``True``: its
+    first; ``GameSpec.habits``; Catch: ``"both"``, the other direction, or ``"left"``, RIGHT
+    where the solver moves LEFT), with the solver's stated reason: a demonstrator that knows the
+    right move and, a fraction ``noise`` of the time, plays the same wrong one. Above
+    ``noise=0.5`` the habit is its most frequent move wherever it differs from the solver's, so
+    imitation learns the habit; a random move, by contrast, leaves the solver's move the most
+    frequent one at any ``noise`` below 1 (docs/results.md, "A demonstrator that errs").
+    ``ValueError`` when the player is made for a game without that habit.
 
     ``words`` (Wordle only) restricts the solver's guesses and the blunders alike.
     """
     noise = _check_noise(noise)
     _check_words(None, words)
-    if not isinstance(habit, bool):
-        raise ValueError(f"habit must be True or False, got {habit!r}")
+    if not isinstance(habit, (bool, str)):
+        raise ValueError(f"habit must be True, False or a habit's name, got {habit!r}")
     return lambda env_cls, seed: _SolverPlayer(env_cls, seed, noise, reasoning, words, habit)
 
 

@@ -8,7 +8,7 @@ heights only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kit.builtin.catch.engine import Catch
@@ -62,13 +62,27 @@ def _reason(messages: list[Message], call: Move) -> str:
     )
 
 
-def _habit(call: Move) -> Move:
-    """The other direction: a demonstrator that reads the board right and turns the wrong way
+def _turn(directions: dict[str, str]) -> Callable[[Move], Move]:
+    """A demonstrator that reads the board right and turns as ``directions`` says instead
     (staying stays)."""
-    name, arguments = call
-    if name != "move":
-        return call
-    return name, {"direction": {"LEFT": "RIGHT", "RIGHT": "LEFT"}[arguments["direction"]]}
+
+    def habit(call: Move) -> Move:
+        name, arguments = call
+        if name != "move":
+            return call
+        return name, {"direction": directions[arguments["direction"]]}
+
+    return habit
+
+
+# "both": the other direction, whichever side the ball is on. "left": RIGHT where the solver
+# moves LEFT, the solver's move elsewhere: the habit shows only on one side of the board, so
+# an imitator still learns to read the board from the other, and the reward has one systematic
+# error to correct (docs/results.md, "A habit on one side").
+_HABITS = {
+    "both": _turn({"LEFT": "RIGHT", "RIGHT": "LEFT"}),
+    "left": _turn({"LEFT": "RIGHT", "RIGHT": "RIGHT"}),
+}
 
 
 def _random_move(context: MoveContext) -> Move:
@@ -172,7 +186,7 @@ SPEC = register(
         task=lambda task: (dict(task), str(task["ball_col"])),
         to_tool_call=_to_tool_call,
         random_move=_random_move,
-        habit=_habit,
+        habits=_HABITS,
         closing=lambda env: ending(env, "Caught the ball.", "Missed the ball."),
         held_out=(
             f"board heights {listing(CATCH_EVAL_ROWS)} (OpenSpiel's default of {Catch().rows} "
