@@ -129,6 +129,7 @@ from kit.runs import (
     run_dir,
     tracking,
 )
+from kit.solvers.policies import habit_name, noisy_policy
 from kit.tasks import HELD_OUT, TaskProvider
 
 GRPO_FIGURES = (
@@ -261,7 +262,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     data_name = f"kit.sft.load_sft({game!r})"
     if args.sft_noise:
         from kit.sft import sft_dataset
-        from kit.solvers.policies import noisy_policy
 
         habit = args.sft_habit or False
         options = {**registry.game(game).sft, "noise": args.sft_noise, "habit": habit}
@@ -765,7 +765,7 @@ def _parse(argv: Sequence[str] | None) -> Args:
         parser.error("--sft-habit: give the habit's rate with --sft-noise EPSILON")
     if args.sft_habit:
         try:
-            args.sft_habit = _habit_name(args.game, args.sft_habit)
+            args.sft_habit = habit_name(args.game, args.sft_habit)
         except ValueError as error:
             parser.error(f"--sft-habit: {error}")
     if not (math.isfinite(args.temperature) and args.temperature > 0):
@@ -821,15 +821,6 @@ def _parse(argv: Sequence[str] | None) -> Args:
         + (" --thinking" if args.thinking else "")
     )
     return args
-
-
-def _habit_name(game: str, habit: bool | str) -> str:
-    """The name of ``game``'s habit ``habit`` (``True``, a bare ``--sft-habit`` or a run from
-    before habits had names: the first); ``ValueError`` if it has none of that name."""
-    from kit.solvers.policies import habit_move
-
-    habit_move(game, habit)  # the check, with the game's habits in its message
-    return next(iter(registry.game(game).habits)) if habit is True else str(habit)
 
 
 def _noise_name(habit: bool | str | None) -> str:
@@ -980,8 +971,6 @@ def reevaluate(run: Path, generations: int, seed: int, threads: int) -> dict[str
     players: dict[str, Any] = {}
     noise = summary["sft"].get("noise")
     if noise:  # the teacher plays the same new episodes, as in the run: a policy, no tokenizer
-        from kit.solvers.policies import noisy_policy
-
         habit = summary["sft"].get("habit", False)
         players["demonstrator"] = lambda: (noisy_policy(noise, habit=habit), None)
     folders = [("SFT", "sft-model"), ("SFT + GRPO", "grpo-model")]
@@ -1088,7 +1077,7 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     # its demonstrator, whose data a control trains on and whose play is evaluated again
     args.sft_noise = source["sft"].get("noise", 0.0)
     habit = source["sft"].get("habit")
-    args.sft_habit = _habit_name(game, habit) if habit else None
+    args.sft_habit = habit_name(game, habit) if habit else None
 
 
 def _take_pretrained(parser: argparse.ArgumentParser, args: Args) -> None:

@@ -130,9 +130,9 @@ def sft_dataset(
 
     ``noise`` is the noisy solver's blunder rate: blunders add states a perfect player never
     reaches (a wasted guess, an invalid move and its error) and the recovery from them, at the
-    cost of training on the blunders too; ``habit`` makes each blunder the game's habit
-    move of that name instead (``True``: its first; ``noisy_policy``). ``reasoning=False`` leaves the assistant text empty
-    (default: the solver states a reason for each move).
+    cost of training on the blunders too; ``habit`` makes each blunder the game's habit move of
+    that name instead (``True``: its first; ``noisy_policy``). ``reasoning=False`` leaves the
+    assistant text empty (default: the solver states a reason for each move).
     Only ``split="train"`` tasks are used unless asked otherwise; Wordle's guesses, too, come
     from the split's secrets only, so a train set never shows an eval secret (``leaks``).
     ``policy`` (a ``kit.solvers.policies`` factory) plays the games instead: a demonstrator other

@@ -118,7 +118,8 @@ class _SolverPlayer:
         habit: bool | str = False,
     ) -> None:
         self.game = _check_words(env_cls.game_name, words)
-        self.habit = habit_move(self.game, habit) if habit else None
+        habits = registry.game(self.game).habits
+        self.habit = habits[habit_name(self.game, habit)] if habit else None
         options = dict(env_cls.options)
         if words is not None:
             options["words"] = words
@@ -141,16 +142,16 @@ class _SolverPlayer:
         return assistant_message(content, [self.habit(call) if erring else call])
 
 
-def habit_move(game: str, habit: bool | str) -> Callable[[registry.Move], registry.Move]:
-    """``game``'s habit named ``habit`` (``True``: its first, ``GameSpec.habits``); ``ValueError``
-    naming the game's habits when it has no such one."""
+def habit_name(game: str, habit: bool | str) -> str:
+    """The name of ``game``'s habit ``habit`` (``True``: its first, ``GameSpec.habits``);
+    ``ValueError`` naming the game's habits when it has no such one."""
     habits = registry.game(game).habits
     if not habits:
         raise ValueError(f"{game} has no habit move (GameSpec.habits)")
     name = next(iter(habits)) if habit is True else habit
     if name not in habits:
         raise ValueError(f"{game} has no habit {habit!r}: its habits are {', '.join(habits)}")
-    return habits[name]
+    return name
 
 
 def _describe(call: tuple[str, dict[str, Any]]) -> str:
