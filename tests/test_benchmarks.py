@@ -8,6 +8,7 @@ No speed is asserted here: a speed is a ratio measured in one run on one machine
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -188,3 +189,30 @@ def test_the_endpoint_benchmark_times_both_paths_on_one_model():
         "--threads", "1", "--concurrency", "2",
     )  # fmt: skip
     assert "in-process" in out and "endpoint / in-process:" in out and "episodes/s" in out
+
+
+@pytest.mark.slow
+def test_the_sft_reading_benchmark_probes_every_decision_of_the_held_out_games(tmp_path):
+    """Two SFT steps of a random tiny model, probed before and after: each probe reads every
+    decision of the 10 held-out solver games (the first move of each, off centre or not, and
+    the later ones), and with --reasoning every column the solver states, ball and paddle."""
+    for extra in ([], ["--reasoning"]):
+        out = _run(
+            "benchmarks/sft_reading.py", "--steps", "2", "--every", "2", "--threads", "1",
+            "--out", str(tmp_path / (extra[0][2:] if extra else "plain")), *extra,
+        )  # fmt: skip
+        probes = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert [p["step"] for p in probes] == [0, 2]
+        for p in probes:
+            first = [p["first move, ball off centre"], p["first move, ball in the centre"]]
+            assert [int(f.split("/")[1]) for f in first] == [8, 2]  # 10 boards, 2 centred
+            later = int(p["later moves"].split("/")[1]) + int(p["later stays"].split("/")[1])
+            assert later == 70  # 8 + 10 rows, 5 columns each: 80 moves, 10 of them first
+            assert 0.0 <= p["p_first"] <= 1.0
+            keys = ("ball's column stated, first turn", "ball's column stated, later turns",
+                    "paddle's column stated")  # fmt: skip
+            stated = [p.get(key, "") for key in keys]
+            if extra:  # one reason a move: the ball's column, then the paddle's
+                assert [s.split("/")[1] for s in stated] == ["10", "70", "80"]
+            else:
+                assert stated == ["", "", ""]
