@@ -3,6 +3,7 @@ held-out solver games, every few SFT steps.
 
     python benchmarks/sft_reading.py --model smollm2 --steps 60 --every 20
     python benchmarks/sft_reading.py --model smollm2 --steps 100 --every 25 --first-turns
+    python benchmarks/sft_reading.py --model smollm2 --steps 100 --every 25 --first-turns --spaced
     python benchmarks/sft_reading.py --model smollm2 --steps 40 --every 20 --reasoning
     python benchmarks/sft_reading.py --steps 500 --every 250       # the tiny model's warm-up
 
@@ -49,6 +50,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 _DECISION = re.compile(r'"name": "(move|stay)"|"direction": "(LEFT|RIGHT)"')
 _COLUMN = re.compile(r"column (\d)")
 _OTHER = {"move": "stay", "stay": "move", "LEFT": "RIGHT", "RIGHT": "LEFT"}
+_ROW = re.compile(r"^[.ox]+$", re.M)
+
+
+def _spaced(row: dict[str, Any]) -> dict[str, Any]:
+    """The conversation with every board row drawn a cell to a token: ``. . o . .``."""
+    return {
+        "messages": [
+            {**message, "content": _ROW.sub(lambda m: " ".join(m.group(0)), message["content"])}
+            if message["role"] in ("user", "tool") and message["content"]
+            else message
+            for message in row["messages"]
+        ]
+    }
 
 
 def _choice(
@@ -163,6 +177,11 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         action="store_true",
         help="each game cut after its first call: every example is a reading of a fresh board",
     )
+    parser.add_argument(
+        "--spaced",
+        action="store_true",
+        help="train and probe on boards redrawn a cell to a token (. . o . .): not OpenSpiel's text",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/sft-reading"))
@@ -198,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         data = (load_sft("catch") if data is None else data).map(_first_turn)
     held_out = sft_dataset("catch", num_games=10, split="eval", reasoning=args.reasoning)
     seen = sft_dataset("catch", num_games=10, reasoning=args.reasoning)
+    if args.spaced:
+        data = (load_sft("catch") if data is None else data).map(_spaced)
+        held_out, seen = held_out.map(_spaced), seen.map(_spaced)
     probes: list[dict[str, Any]] = []
     clock = time.perf_counter()
 

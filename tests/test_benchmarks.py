@@ -195,11 +195,12 @@ def test_the_endpoint_benchmark_times_both_paths_on_one_model():
 def test_the_sft_reading_benchmark_probes_every_decision_of_the_held_out_games(tmp_path):
     """Two SFT steps of a random tiny model, probed before and after: each probe reads every
     decision of the 10 held-out solver games (the first move of each, off centre or not, and
-    the later ones), and with --reasoning every column the solver states, ball and paddle."""
-    for extra in ([], ["--reasoning"]):
+    the later ones), with --reasoning every column the solver states, ball and paddle, and on
+    boards redrawn a cell to a token (--spaced) the same decisions."""
+    for extra in ([], ["--reasoning"], ["--first-turns", "--spaced"]):
         out = _run(
             "benchmarks/sft_reading.py", "--steps", "2", "--every", "2", "--threads", "1",
-            "--out", str(tmp_path / (extra[0][2:] if extra else "plain")), *extra,
+            "--out", str(tmp_path / "-".join(["run", *extra])), *extra,
         )  # fmt: skip
         probes = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         assert [p["step"] for p in probes] == [0, 2]
@@ -212,7 +213,7 @@ def test_the_sft_reading_benchmark_probes_every_decision_of_the_held_out_games(t
             keys = ("ball's column stated, first turn", "ball's column stated, later turns",
                     "paddle's column stated")  # fmt: skip
             stated = [p.get(key, "") for key in keys]
-            if extra:  # one reason a move: the ball's column, then the paddle's
+            if "--reasoning" in extra:  # one reason a move: the ball's column, then the paddle's
                 assert [s.split("/")[1] for s in stated] == ["10", "70", "80"]
             else:
                 assert stated == ["", "", ""]
