@@ -47,10 +47,12 @@ from typing import Any
 # the checkout this file is in, not whichever one an editable install points at
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kit.builtin.catch.engine import Catch  # noqa: E402  (after the path above)
+
 _DECISION = re.compile(r'"name": "(move|stay)"|"direction": "(LEFT|RIGHT)"')
 _COLUMN = re.compile(r"column (\d)")
 _OTHER = {"move": "stay", "stay": "move", "LEFT": "RIGHT", "RIGHT": "LEFT"}
-_ROW = re.compile(r"^[.ox]+$", re.M)
+_ROW = re.compile(rf"^{Catch.LINE_PATTERN}$", re.M)  # a board row, as the engine draws it
 
 
 def _spaced(row: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +78,16 @@ def _choice(
     if len(set(ids)) < len(ids) or encoding.input_ids[index] not in ids:
         raise ValueError(f"the tokenizer does not split {options} into distinct first tokens")
     return index, ids
+
+
+def _probability(
+    tokenizer: Any, text: str, encoding: Any, logits: Any, start: int, options: list[str]
+) -> float:
+    """The model's probability of ``options[0]`` against the others at ``text[start:]``."""
+    import torch
+
+    index, ids = _choice(tokenizer, text, encoding, start, options)
+    return torch.softmax(logits[index - 1][ids], 0)[0].item()
 
 
 def _first_turn(row: dict[str, Any]) -> dict[str, Any]:
@@ -117,25 +129,19 @@ def probe(model: Any, tokenizer: Any, games: Any, columns: int = 5) -> dict[str,
             encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
             logits = model(input_ids=torch.tensor([encoding.input_ids])).logits[0].float()
             begin = text.index("<|im_start|>assistant")  # the tools' schema names them too
-
-            def p(
-                start: int, options: list[str], text=text, encoding=encoding, logits=logits
-            ) -> float:
-                index, ids = _choice(tokenizer, text, encoding, start, options)
-                return torch.softmax(logits[index - 1][ids], 0)[0].item()
-
+            read = (tokenizer, text, encoding, logits)
             calls = list(_DECISION.finditer(text, begin))
             first = True
             for n, match in enumerate(calls):
                 if match.group(1) is None:
                     continue  # a direction: read with its move
                 name = match.group(1)
-                p_name = p(match.start(1), [name, _OTHER[name]])
+                p_name = _probability(*read, match.start(1), [name, _OTHER[name]])
                 ok, p_direction = p_name > 0.5, None
                 if name == "move":
                     direction = calls[n + 1]
-                    p_direction = p(
-                        direction.start(2), [direction.group(2), _OTHER[direction.group(2)]]
+                    p_direction = _probability(
+                        *read, direction.start(2), [direction.group(2), _OTHER[direction.group(2)]]
                     )
                     ok = ok and p_direction > 0.5
                 if first:
@@ -211,15 +217,19 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         settings, peft_config = dict(r.sft), r.peft_config
     if args.learning_rate is not None:
         settings["learning_rate"] = args.learning_rate
+    # the shipped set, or the same games played now with the solver's reasons
     shipped = game("catch").sft
-    data: Any = sft_dataset("catch", **{**shipped, "reasoning": True}) if args.reasoning else None
+    data = (
+        sft_dataset("catch", **{**shipped, "reasoning": True})
+        if args.reasoning
+        else load_sft("catch")
+    )
     if args.first_turns:
-        data = (load_sft("catch") if data is None else data).map(_first_turn)
+        data = data.map(_first_turn)
     held_out = sft_dataset("catch", num_games=10, split="eval", reasoning=args.reasoning)
     seen = sft_dataset("catch", num_games=10, reasoning=args.reasoning)
     if args.spaced:
-        data = (load_sft("catch") if data is None else data).map(_spaced)
-        held_out, seen = held_out.map(_spaced), seen.map(_spaced)
+        data, held_out, seen = (games.map(_spaced) for games in (data, held_out, seen))
     probes: list[dict[str, Any]] = []
     clock = time.perf_counter()
 
@@ -250,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     trainer = sft_trainer(
         model,
         tokenizer,
-        "catch" if data is None else data,
+        data,
         args.steps,
         args.seed,
         args.out,
