@@ -90,12 +90,6 @@ def _probability(
     return torch.softmax(logits[index - 1][ids], 0)[0].item()
 
 
-def _first_turn(row: dict[str, Any]) -> dict[str, Any]:
-    """The conversation up to and including its first assistant turn."""
-    roles = [message["role"] for message in row["messages"]]
-    return {"messages": row["messages"][: roles.index("assistant") + 1]}
-
-
 def probe(model: Any, tokenizer: Any, games: Any, columns: int = 5) -> dict[str, Any]:
     """The teacher-forced decisions of ``model`` on ``games`` (solver conversations), as the
     module docstring says."""
@@ -202,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     from kit.models import tiny_model
     from kit.registry import game
     from kit.runs import pin_threads, quiet_libraries
-    from kit.sft import load_sft, sft_dataset
+    from kit.sft import first_turns, load_sft, sft_dataset
     from kit.train import SFT, recipe, sft_trainer, train
 
     quiet_libraries()
@@ -225,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         else load_sft("catch")
     )
     if args.first_turns:
-        data = data.map(_first_turn)
+        data = first_turns(data)
     held_out = sft_dataset("catch", num_games=10, split="eval", reasoning=args.reasoning)
     seen = sft_dataset("catch", num_games=10, reasoning=args.reasoning)
     if args.spaced:

@@ -75,6 +75,11 @@ eval boards still have heights no phase trained on). With ``ball_col=0`` the bal
 the left column, so a player wins without reading the board: the control that tells a model
 that cannot learn from one that cannot see (docs/results.md, "Does it learn?").
 
+``--sft-turns N`` warms up on each SFT game's first ``N`` model turns only
+(``kit.sft.first_turns``), and ``--sft KEY=VALUE`` changes a field of the warm-up's
+``trl.SFTConfig`` (``learning_rate=1e-3``): a warm-up that teaches the opening, which on Catch
+only the board decides, and leaves the rest of the game to GRPO.
+
 ``--grpo KEY=VALUE`` changes one field of GRPO's recipe (``kit.train.GRPO``) or any other
 ``trl.GRPOConfig`` field (``learning_rate=2e-4``, ``beta=0.2``, ``loss_type=dr_grpo``), checked
 by building the config before anything trains. ``--sft-from RUN`` starts from an earlier run's
@@ -256,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return result
 
     base: Evaluation | None = None
-    sft_settings = dict(SFT) if r is None else dict(r.sft)
+    sft_settings = {**(SFT if r is None else r.sft), **args.sft}  # --sft overrides the recipe
     # the warm-up's data: the shipped solver set, or the noisy demonstrator's games on its tasks
     sft_data: Any = game
     data_name = f"kit.sft.load_sft({game!r})"
@@ -271,6 +276,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         error = f"its habit move ({habit})" if habit else "a random move"
         say(f"0. the demonstrator: the solver, {error} with probability {args.sft_noise:g}")
         measure("demonstrator", noisy_policy(args.sft_noise, habit=habit))
+    if args.sft_turns:
+        from kit.sft import first_turns, load_sft
+
+        sft_data = first_turns(
+            load_sft(game) if isinstance(sft_data, str) else sft_data, args.sft_turns
+        )
+        data_name = f"the first {args.sft_turns} turn(s) of each game of {data_name}"
     if args.sft_from:
         sft_model = args.sft_from / "sft-model"
         sft_record = {**args.source["sft"], "from": str(args.sft_from)}
@@ -312,10 +324,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             save(model, tokenizer, sft_model)
         sft_record = {
             "steps": args.sft_steps,
+            "data": data_name,
             "losses": losses,
             **sft_settings,
             **({"noise": args.sft_noise} if args.sft_noise else {}),
             **({"habit": args.sft_habit} if args.sft_habit else {}),
+            **({"turns": args.sft_turns} if args.sft_turns else {}),
+            **({"changed": args.sft} if args.sft else {}),
         }
         say(f"   {seconds['SFT']:.0f} s; checkpoint {sft_model}\n", flush=True)
 
@@ -579,6 +594,12 @@ class Args:
             "metavar": "NAME",
         },
     )
+    sft_turns: int | None = _help(
+        "warm up on each SFT game's first N model turns only (kit.sft.first_turns): the "
+        "openings, which the board alone decides, leaving the rest of the game to GRPO "
+        "(default: whole games; not with --sft-from)",
+        metavar="N",
+    )
     seed: int = field(default=0, metadata={"help": "model init, training and sampling"})
     hidden_size: int | None = _help(
         "width of the tiny model (kit.models.tiny_config): a positive multiple of 8 "
@@ -623,6 +644,11 @@ class Args:
         "GRPO alone plays only these tasks (the evaluations play every held-out one), "
         "e.g. rows=[5,6,7]: Catch's shortest training boards, the cheapest episodes; repeatable"
     )
+    sft: list[str] = _repeated(
+        "set a trl.SFTConfig field of the warm-up's recipe (kit.defaults.SFT, or a pretrained "
+        "model's kit.train.recipe), e.g. learning_rate=1e-3 (a JSON value, else a string); "
+        "repeatable; not with --sft-from"
+    )
     grpo: list[str] = _repeated(
         "set a trl.GRPOConfig field of GRPO's recipe (kit.defaults.GRPO), e.g. beta=0.2, "
         "learning_rate=2e-4 or per_device_train_batch_size=4 (a JSON value, else a string); "
@@ -654,7 +680,7 @@ class Args:
 
 
 # options repeated as KEY=VALUE, each given once or more (argparse's append of nargs="+")
-_PAIRS = ("where", "grpo_where", "grpo")
+_PAIRS = ("where", "grpo_where", "sft", "grpo")
 # the GRPO batch: a user who sizes it leaves the recipe's generation batch, fitted to its own
 _BATCH = ("per_device_train_batch_size", "num_generations", "gradient_accumulation_steps")
 
@@ -740,6 +766,7 @@ def _parse(argv: Sequence[str] | None) -> Args:
         parser.error(f"--grpo-where: {error}")
     for name in (
         "sft_steps",
+        "sft_turns",
         "grpo_steps",
         "eval_generations",
         "max_completion_length",
@@ -775,6 +802,15 @@ def _parse(argv: Sequence[str] | None) -> Args:
         args.grpo = _grpo_recipe(args)
     except ValueError as error:
         parser.error(f"--grpo: {error}")
+    if args.sft_from and (args.sft or args.sft_turns):
+        flag = "--sft" if args.sft else "--sft-turns"
+        parser.error(
+            f"{flag}: the warm-up is {args.sft_from}'s; drop the option, or drop --sft-from"
+        )
+    try:
+        args.sft = _sft_recipe(args)
+    except ValueError as error:
+        parser.error(f"--sft: {error}")
     args.out = _run_folder(parser, args.out)
     try:
         args.tracking = tracking(args.report_to, args.out.name, args.project, args.trackio_space_id)
@@ -809,6 +845,8 @@ def _parse(argv: Sequence[str] | None) -> Args:
         + "".join(
             f" --grpo-where {k}={json.dumps(v, separators=(',', ':'))}" for k, v in own.items()
         )
+        + (f" --sft-turns {args.sft_turns}" if args.sft_turns else "")
+        + "".join(f" --sft {k}={json.dumps(v)}" for k, v in args.sft.items())
         + "".join(f" --grpo {k}={json.dumps(v)}" for k, v in args.grpo.items())
         + (f" --sft-control {args.sft_control}" if args.sft_control else "")
         + (f" --sft-noise {args.sft_noise:g}" if args.sft_noise and not args.sft_from else "")
@@ -821,6 +859,11 @@ def _parse(argv: Sequence[str] | None) -> Args:
         + (" --thinking" if args.thinking else "")
     )
     return args
+
+
+def _shown(value: Any) -> str:
+    """A ``--grpo`` or ``--sft`` setting's value in ``--table``: ``2e-04`` as ``0.0002``."""
+    return format(value, "g") if isinstance(value, float) else str(value)
 
 
 def _noise_name(habit: bool | str | None) -> str:
@@ -1132,42 +1175,36 @@ def _model_folder(model: str) -> str:
     return str(folder)
 
 
-# Fields of GRPOConfig the runbook sets from its own options, and why.
-_OWN_FIELDS = {
-    "temperature": "--temperature (the evaluations sample at it too)",
-    "max_completion_length": "--max-completion-length (the evaluations' budget too)",
-    "max_steps": "--grpo-steps",
+# Fields of GRPOConfig and SFTConfig the runbook sets from its own options, and which: --grpo
+# and --sft refuse them. _RUN_FIELDS are both phases'.
+_RUN_FIELDS = {
     "seed": "--seed",
     "output_dir": "the run's folder (--out)",
     "report_to": "--report-to",
     "run_name": "the run's folder's name (--out)",
     "project": "--project",
 }
+_OWN_FIELDS = {
+    "temperature": "--temperature (the evaluations sample at it too)",
+    "max_completion_length": "--max-completion-length (the evaluations' budget too)",
+    "max_steps": "--grpo-steps",
+    **_RUN_FIELDS,
+}
+_SFT_OWN_FIELDS = {"max_steps": "--sft-steps", **_RUN_FIELDS}
 
 
-def _grpo_recipe(args: Args) -> dict[str, Any]:
-    """``--grpo KEY=VALUE`` pairs as ``GRPOConfig`` overrides, checked by building the config
-    this run's GRPO will use: an unknown field, a value of the wrong type, or a combination
-    TRL refuses is a ``ValueError`` before anything trains."""
-    import dataclasses
-    import tempfile
-
-    from trl import GRPOConfig
-
-    from kit.train import grpo_args
-
-    changed = _pairs(args.grpo)
-    if set(_BATCH) & set(changed) and "steps_per_generation" not in changed:
-        # a batch the user sized: TRL's generation batch for it, not the recipe's fit to its own
-        args.recipe.pop("steps_per_generation", None)
-    known = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+def _config_fields(pairs: Sequence[str], config: type, own: Mapping[str, str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as overrides of the trl ``config`` class, each checked: a field the
+    run's own options set, an unknown field, or a value of the wrong type is a ``ValueError``."""
+    changed = _pairs(pairs)
+    known = {f.name: f for f in fields(config)}
     for key, value in changed.items():
-        if key in _OWN_FIELDS:
-            raise ValueError(f"{key} is set with {_OWN_FIELDS[key]}")
+        if key in own:
+            raise ValueError(f"{key} is set with {own[key]}")
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
-            raise ValueError(f"{key!r} is not a trl.GRPOConfig field{hint}")
+            raise ValueError(f"{key!r} is not a trl.{config.__name__} field{hint}")
         kind = known[key].type
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if kind is float and number:
@@ -1176,6 +1213,23 @@ def _grpo_recipe(args: Args) -> dict[str, Any]:
             changed[key] = float(value)
         elif kind in (int, bool, str, float) and type(value) is not kind:
             raise ValueError(f"{key} must be {kind.__name__}, got {value!r}")
+    return changed
+
+
+def _grpo_recipe(args: Args) -> dict[str, Any]:
+    """``--grpo KEY=VALUE`` pairs as ``GRPOConfig`` overrides, checked by building the config
+    this run's GRPO will use: an unknown field, a value of the wrong type, or a combination
+    TRL refuses is a ``ValueError`` before anything trains."""
+    import tempfile
+
+    from trl import GRPOConfig
+
+    from kit.train import grpo_args
+
+    changed = _config_fields(args.grpo, GRPOConfig, _OWN_FIELDS)
+    if set(_BATCH) & set(changed) and "steps_per_generation" not in changed:
+        # a batch the user sized: TRL's generation batch for it, not the recipe's fit to its own
+        args.recipe.pop("steps_per_generation", None)
     quiet_libraries()  # building the config warns of a renamed transformers API
     with tempfile.TemporaryDirectory() as folder:
         try:  # the config main()'s grpo() call will build
@@ -1190,6 +1244,26 @@ def _grpo_recipe(args: Args) -> dict[str, Any]:
             )
         except (TypeError, ValueError) as error:
             raise ValueError(f"trl.GRPOConfig refuses {changed}: {error}") from None
+    return changed
+
+
+def _sft_recipe(args: Args) -> dict[str, Any]:
+    """``--sft KEY=VALUE`` pairs as ``SFTConfig`` overrides of the warm-up's recipe, checked as
+    :func:`_grpo_recipe` checks GRPO's, by building the config the warm-up will use."""
+    import tempfile
+
+    from trl import SFTConfig
+
+    from kit.train import sft_config
+
+    changed = _config_fields(args.sft, SFTConfig, _SFT_OWN_FIELDS)
+    settings = dict(SFT) if args.pretrained is None else dict(args.pretrained.sft)
+    quiet_libraries()
+    with tempfile.TemporaryDirectory() as folder:
+        try:  # the config kit.train.sft_trainer will build
+            sft_config(folder, max_steps=args.sft_steps, seed=args.seed, **{**settings, **changed})
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"trl.SFTConfig refuses {changed}: {error}") from None
     return changed
 
 
@@ -1238,17 +1312,20 @@ def seeds_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     def recipe(s: Mapping[str, Any]) -> str:
         steps = s["grpo"]["steps"]
         changed = s["grpo"].get("changed") or {}  # runs before --grpo changed nothing
-        settings = [
-            f"{k}={format(v, 'g') if isinstance(v, float) else v}" for k, v in changed.items()
-        ]
+        settings = [f"{k}={_shown(v)}" for k, v in changed.items()]
         return "; ".join([f"{steps} step{'s' * (steps != 1)}", *settings])
 
     def warm_up(s: Mapping[str, Any]) -> str:
         model = s.get("model") or {}
-        steps = f"{s['sft']['steps']} SFT steps" + (
-            f" on {_noise_name(s['sft'].get('habit'))} {s['sft']['noise']:g}"
-            if s["sft"].get("noise")
-            else ""
+        steps = (
+            f"{s['sft']['steps']} SFT steps"
+            + (
+                f" on {_noise_name(s['sft'].get('habit'))} {s['sft']['noise']:g}"
+                if s["sft"].get("noise")
+                else ""
+            )
+            + (f", first {s['sft']['turns']} turn(s)" if s["sft"].get("turns") else "")
+            + "".join(f", {k}={_shown(v)}" for k, v in (s["sft"].get("changed") or {}).items())
         )
         if "name" in model:  # a pretrained model
             lora = model.get("lora")

@@ -192,3 +192,25 @@ def load_sft(game: str) -> Any:
         return sft_dataset(spec.name, **spec.sft)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     return Dataset.from_list(rows, features=_features())
+
+
+def first_turns(data: Any, turns: int = 1) -> Any:
+    """``data`` (an SFT set) with each conversation cut after its first ``turns`` assistant
+    turns: each game's opening, for a warm-up that teaches the first decisions and leaves the
+    rest of the game to GRPO. A conversation with fewer turns is kept whole.
+
+    Why: on Catch the first move is the one only the board decides (the paddle starts in the
+    centre), and later moves can be copied from earlier ones. Trained on whole games at 2e-4,
+    SmolLM2-135M learned the format and the copying, not the board; on openings alone at 1e-3 it
+    read the ball's column within 100 steps (docs/results.md, "SmolLM2-135M-Instruct on a CPU").
+    """
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        raise ValueError(f"turns must be an int >= 1, got {turns!r}")
+
+    def cut(row: Mapping[str, Any]) -> dict[str, Any]:
+        ends = [i for i, m in enumerate(row["messages"]) if m["role"] == "assistant"]
+        if len(ends) <= turns:
+            return {"messages": row["messages"]}
+        return {"messages": row["messages"][: ends[turns - 1] + 1]}
+
+    return data.map(cut)

@@ -18,7 +18,7 @@ from kit.games import make
 from kit.paths import data_dir
 from kit.rewards import validate_environments
 from kit.scoring import compute_score
-from kit.sft import load_sft, sft_dataset, sft_examples, validate_example
+from kit.sft import first_turns, load_sft, sft_dataset, sft_examples, validate_example
 from kit.tasks import TaskProvider, make_splits, mixture_dataset, prompt, task_dataset
 from tests.scripted import tool_call
 
@@ -177,6 +177,27 @@ def test_every_shipped_sft_example_replays_in_its_engine(game: str) -> None:
             assert env.done  # every game was played to its end
     dataset = load_sft(game)
     assert dataset[0]["messages"] == rows[0]["messages"]  # Json columns keep each message as is
+
+
+def test_first_turns_keeps_each_games_opening_and_nothing_after() -> None:
+    """``first_turns(data, n)``: each conversation up to and including its n-th assistant turn,
+    every column and message kept as it was; shorter games whole; n < 1 refused."""
+    data = load_sft("catch")
+    for turns in (1, 2):
+        cut = first_turns(data, turns)
+        assert cut.column_names == data.column_names and len(cut) == len(data)
+        for whole, opening in zip(data, cut, strict=True):
+            roles = [m["role"] for m in opening["messages"]]
+            assert roles.count("assistant") == turns and roles[-1] == "assistant"
+            assert opening["messages"] == whole["messages"][: len(roles)]
+            assert (opening["tools"], opening["task"]) == (whole["tools"], whole["task"])
+    first = first_turns(data)[0]["messages"][-1]
+    assert first["tool_calls"][0]["function"]["name"] in ("move", "stay")  # the first decision
+    whole = first_turns(data, 100)  # longer than any Catch game: every game whole
+    assert whole["messages"] == data["messages"]
+    for bad in (0, -1, True, 1.0):
+        with pytest.raises(ValueError, match="turns must be an int >= 1"):
+            first_turns(data, bad)
 
 
 def test_sft_uses_only_train_secrets() -> None:

@@ -176,6 +176,10 @@ def test_bad_options_are_refused_with_a_reason(capsys, tmp_path):
         (["--where", "rows=8"], "no catch train task has {'rows': 8}"),  # a held-out height
         (["--where", "ball_col=7"], "no catch train task"),
         (["--game", "echo", "--where", "x=1"], "drawn afresh"),
+        (["--sft-turns", "0"], "--sft-turns must be at least 1"),
+        (["--sft", "lr=1e-3"], "--sft: 'lr' is not a trl.SFTConfig field"),
+        (["--sft", "max_steps=3"], "--sft: max_steps is set with --sft-steps"),
+        (["--sft", "learning_rate=fast"], "--sft: learning_rate must be float, got 'fast'"),
         (["--grpo", "beta"], "--grpo: 'beta' is not KEY=VALUE"),
         (["--grpo", "lr=1e-4"], "'lr' is not a trl.GRPOConfig field"),
         (["--grpo", "learning_rat=1e-4"], "did you mean learning_rate?"),
@@ -274,6 +278,8 @@ def test_a_warm_up_to_start_from_is_checked_before_anything_runs(capsys, tmp_pat
         (["--game", "wordle"], f"--game wordle: {run} warmed up a model on catch"),
         (["--sft-noise", "0.3"], f"--sft-noise: the warm-up is {run}'s"),
         (["--sft-habit"], f"--sft-habit: the warm-up is {run}'s"),
+        (["--sft-turns", "1"], f"--sft-turns: the warm-up is {run}'s"),
+        (["--sft", "learning_rate=1e-3"], f"--sft: the warm-up is {run}'s"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(["--sft-from", str(run), *argv])
@@ -432,6 +438,37 @@ def test_where_and_the_sft_control_are_in_every_evaluation_and_in_the_command(tm
     from kit.train import warm_up
 
     _assert_control_is_more_sft(out, "catch", 3, tmp_path / "again")
+
+
+def test_a_warm_up_on_openings_at_its_own_rate_is_recorded_and_its_control_matches(tmp_path):
+    """--sft-turns 1 --sft learning_rate=...: the warm-up and the more-SFT control both train on
+    each shipped game's first turn (kit.sft.first_turns) at that rate; the summary, the command
+    and the table say so."""
+    from kit.sft import first_turns, load_sft
+
+    out = tmp_path / "openings"
+    options = ("--sft-turns", "1", "--sft", "learning_rate=1e-3", "--sft-control", "2")
+    options += ("--where", "ball_col=0")
+    done = _run(*ARGS, "--max-completion-length", str(BUDGET), *options, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    sft = summary["sft"]
+    assert (sft["turns"], sft["changed"], sft["learning_rate"]) == (
+        1,
+        {"learning_rate": 1e-3},
+        1e-3,
+    )
+    assert sft["data"] == "the first 1 turn(s) of each game of kit.sft.load_sft('catch')"
+    assert " --sft-turns 1 --sft learning_rate=0.001 " in summary["command"]
+    default = {**summary, "sft": {"steps": 5}}  # the same run without the options
+    (tmp_path / "default.json").write_text(json.dumps(default))
+    table = main(["--table", str(out / "summary.json"), str(tmp_path / "default.json")])["table"]
+    _, _, mine, theirs = table.splitlines()
+    label = "5 SFT steps, first 1 turn(s), learning_rate=0.001; untied embeddings"
+    assert mine.split(" | ")[1] == label
+    assert theirs.split(" | ")[1] == "5 SFT steps; untied embeddings"
+    openings = first_turns(load_sft("catch"), 1)
+    _assert_control_is_more_sft(out, openings, 2, tmp_path / "again", learning_rate=1e-3)
 
 
 @pytest.mark.parametrize("habit", [False, "left"])
@@ -634,9 +671,11 @@ def test_a_run_is_evaluated_again_anew_and_nothing_of_it_is_overwritten(demo, ca
     assert json.loads(written.read_text()) == json.loads(json.dumps(record))
 
 
-def _assert_control_is_more_sft(out: Path, data: Any, steps: int, folder: Path) -> None:
-    """The run's control checkpoint is its SFT checkpoint warmed up ``steps`` more on ``data``,
-    bit for bit."""
+def _assert_control_is_more_sft(
+    out: Path, data: Any, steps: int, folder: Path, **overrides: Any
+) -> None:
+    """The run's control checkpoint is its SFT checkpoint warmed up ``steps`` more on ``data``
+    (with the recipe's ``overrides``), bit for bit."""
     import torch
 
     from kit.demo import THREADS
@@ -647,7 +686,7 @@ def _assert_control_is_more_sft(out: Path, data: Any, steps: int, folder: Path) 
     threads = torch.get_num_threads()
     pin_threads(THREADS)  # the demo's: sums split across threads differ in the last bit
     try:
-        warm_up(model, tokenizer, data, steps, 0, folder)
+        warm_up(model, tokenizer, data, steps, 0, folder, **overrides)
     finally:
         torch.set_num_threads(threads)
     control_model, _ = load(out / "sft-control-model")
