@@ -802,11 +802,6 @@ def _parse(argv: Sequence[str] | None) -> Args:
         args.grpo = _grpo_recipe(args)
     except ValueError as error:
         parser.error(f"--grpo: {error}")
-    if args.sft_from and (args.sft or args.sft_turns):
-        flag = "--sft" if args.sft else "--sft-turns"
-        parser.error(
-            f"{flag}: the warm-up is {args.sft_from}'s; drop the option, or drop --sft-from"
-        )
     try:
         args.sft = _sft_recipe(args)
     except ValueError as error:
@@ -1093,9 +1088,15 @@ def _take_warm_up(parser: argparse.ArgumentParser, args: Args) -> None:
     missing = missing_files(checkpoint) if checkpoint.is_dir() else ["sft-model/ folder"]
     if missing:
         parser.error(f"--sft-from: {run} has no whole SFT checkpoint: no {'; no '.join(missing)}")
-    if args.sft_noise or args.sft_habit:
-        flag = "--sft-noise" if args.sft_noise else "--sft-habit"
-        parser.error(f"{flag}: the warm-up is {run}'s; drop the option, or drop --sft-from")
+    refused = {
+        "--sft-noise": args.sft_noise,
+        "--sft-habit": args.sft_habit,
+        "--sft-turns": args.sft_turns,
+        "--sft": args.sft,
+    }
+    for flag, value in refused.items():
+        if value:
+            parser.error(f"{flag}: the warm-up is {run}'s; drop the option, or drop --sft-from")
     for option in ("sft_steps", "hidden_size", "layers", "tie_word_embeddings"):
         value = getattr(args, option)
         if value is not None:
